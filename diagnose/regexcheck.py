@@ -8,12 +8,11 @@ costs a reported gap, never a hang.
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Any
 
 import regex
-
-import importlib
 
 try:  # Python 3.11+ moved sre_parse to re._parser (and deprecated the old name)
     sre_parse: Any = importlib.import_module("re._parser")
