@@ -131,6 +131,9 @@ def _torture_lines(pattern: str) -> list[str]:
     words = [w for w in re.findall(r"[A-Za-z]{3,}", pattern)][:4]
     lines = [" " * 16384 + "\x01", "a" * 16384 + "!", "0" * 16384 + "!", "a " * 8192, "1." * 8192 + "!"]
     lines += [(w + " ") * (16384 // (len(w) + 1)) for w in words]
+    # A pattern's own words followed by a long run that almost fits is where backtracking bites.
+    lines += [w + " " * 16384 + "\x01" for w in words]
+    lines += [w + ": " + "a " * 8192 + "\x01" for w in words]
     return lines
 
 

@@ -71,7 +71,9 @@ def _cause(console: Console, number: int, cause: Cause, verbose: bool) -> None:
 
 
 def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False) -> None:
-    console = Console(file=out, highlight=False, soft_wrap=False, emoji=False)
+    # On a terminal rich wraps to its width; into a file or pipe, lines stay whole (grep-able).
+    is_tty = hasattr(out, "isatty") and out.isatty()
+    console = Console(file=out, highlight=False, soft_wrap=not is_tty, emoji=False)
     run = diagnosis.evidence.run
     header = Text()
     header.append("diagnose", style="bold")

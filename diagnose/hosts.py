@@ -1,0 +1,344 @@
+"""Where bytes come from: the machine a run lives on.
+
+Collectors ask a Host for everything (commands, file stats, small reads, the process table)
+and never touch `os` or `subprocess` themselves, so a host reached over SSH (or
+`ssh host pct exec 200 --`) can later implement the same methods. LocalHost is this machine.
+
+Every command runs in its own process group with a hard time limit; on timeout the whole
+group is killed (a `nvidia-smi` stuck in the driver, a `dmesg` wrapper that never returns,
+and anything they started) and the caller gets a result saying so, never an exception.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import os
+import pwd
+import signal
+import socket
+import stat as stat_module
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# Output beyond this is dropped (a command gone wild must not fill memory).
+MAX_OUTPUT = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    rc: int | None  # None: it did not finish (timed out) or could not be started
+    stdout: bytes = b""
+    stderr: bytes = b""
+    seconds: float = 0.0
+    timed_out: bool = False
+    error: str | None = None  # could not start: "not found", "permission denied", ...
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    @property
+    def out(self) -> str:
+        return self.stdout.decode("utf-8", errors="replace")
+
+    @property
+    def err(self) -> str:
+        return self.stderr.decode("utf-8", errors="replace")
+
+    def failure(self) -> str:
+        """One line saying how it failed: 'timed out after 5 s', 'not found', or its stderr."""
+        name = os.path.basename(self.argv[0]) if self.argv else "?"
+        if self.timed_out:
+            return f"{name} timed out after {self.seconds:.0f} s"
+        if self.error:
+            return f"{name}: {self.error}"
+        first = next((line.strip() for line in self.err.splitlines() if line.strip()), "")
+        if not first:
+            first = next((line.strip() for line in self.out.splitlines() if line.strip()), "")
+        return f"{name} exited with {self.rc}" + (f": {first[:300]}" if first else "")
+
+
+@dataclass(frozen=True)
+class FileStat:
+    size: int
+    mtime: float
+    is_dir: bool
+    is_file: bool
+    is_socket: bool
+    mode: int
+    uid: int
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    ppid: int
+    cmdline: tuple[str, ...]
+    comm: str
+    cwd: str | None  # None when we may not look (another user's process)
+    exe: str | None
+    start_time: float | None  # wall clock
+
+
+class Host(ABC):
+    """The machine a run lives on. Paths are that machine's paths."""
+
+    name: str
+
+    @abstractmethod
+    def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str | None] | None = None) -> CommandResult:
+        """Run a command; `env` entries update the environment (None removes a variable)."""
+
+    @abstractmethod
+    def stat(self, path: str) -> FileStat | None:
+        """None when the path does not exist; PermissionError when it may not be looked at."""
+
+    @abstractmethod
+    def listdir(self, path: str) -> list[str]:
+        """Names in a directory ([] when it is missing or unreadable)."""
+
+    @abstractmethod
+    def glob(self, pattern: str) -> list[str]:
+        """Paths matching a shell pattern (`**` spans directories), sorted."""
+
+    @abstractmethod
+    def read_bytes(self, path: str, limit: int, offset: int = 0) -> bytes:
+        """Up to `limit` bytes from `offset` (negative: from the end). Raises OSError."""
+
+    @abstractmethod
+    def walk(self, top: str, max_entries: int) -> Iterator[tuple[str, FileStat]]:
+        """Every file under `top` with its stat, depth first, at most `max_entries`."""
+
+    @abstractmethod
+    def free_bytes(self, path: str) -> int | None:
+        """Free space for an unprivileged user on the filesystem holding `path`."""
+
+    @abstractmethod
+    def boot_time(self) -> float | None:
+        """Wall-clock time the kernel booted (to put dmesg's [seconds] on the clock)."""
+
+    @abstractmethod
+    def processes(self) -> list[ProcessInfo]:
+        """The process table."""
+
+    @abstractmethod
+    def local_path(self, path: str) -> Path:
+        """A local file with the same bytes, for the scanner (LocalHost: the path itself)."""
+
+    @abstractmethod
+    def environ(self) -> Mapping[str, str]:
+        """The environment a user of that machine would have (TMUX_TMPDIR, HOME, PATH)."""
+
+    @abstractmethod
+    def uid(self) -> int:
+        ...
+
+    def exists(self, path: str) -> bool:
+        try:
+            return self.stat(path) is not None
+        except PermissionError:
+            return True
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class LocalHost(Host):
+    """This machine."""
+
+    def __init__(self) -> None:
+        self.name = socket.gethostname()
+
+    def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str | None] | None = None) -> CommandResult:
+        args = tuple(argv)
+        full_env = dict(os.environ)
+        for key, value in (env or {}).items():
+            if value is None:
+                full_env.pop(key, None)
+            else:
+                full_env[key] = value
+        # Commands run with C messages so parsers see the words they expect.
+        full_env.setdefault("LC_ALL", "C")
+        started = time.monotonic()
+        if timeout <= 0:
+            return CommandResult(args, None, seconds=0.0, timed_out=True)
+        try:
+            proc = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env,
+                start_new_session=True,  # its own process group, so a timeout can kill all of it
+            )
+        except FileNotFoundError:
+            return CommandResult(args, None, seconds=time.monotonic() - started, error="not found")
+        except PermissionError:
+            return CommandResult(args, None, seconds=time.monotonic() - started, error="permission denied")
+        except OSError as exc:
+            return CommandResult(args, None, seconds=time.monotonic() - started, error=exc.strerror or str(exc))
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            try:
+                # A grandchild that left the group may still hold the pipes; do not wait on it.
+                stdout, stderr = proc.communicate(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                for pipe in (proc.stdout, proc.stderr):
+                    if pipe is not None:
+                        pipe.close()
+                proc.kill()
+                proc.wait()
+                stdout, stderr = b"", b""
+            return CommandResult(args, None, stdout[:MAX_OUTPUT], stderr[:MAX_OUTPUT], time.monotonic() - started, timed_out=True)
+        except BaseException:
+            _kill_group(proc)
+            proc.wait()
+            raise
+        _kill_group(proc)  # leftovers of a command that exited but left children behind
+        return CommandResult(args, proc.returncode, stdout[:MAX_OUTPUT], stderr[:MAX_OUTPUT], time.monotonic() - started)
+
+    def stat(self, path: str) -> FileStat | None:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        except NotADirectoryError:
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                raise PermissionError(exc.errno, exc.strerror, path) from None
+            return None
+        return FileStat(st.st_size, st.st_mtime, stat_module.S_ISDIR(st.st_mode), stat_module.S_ISREG(st.st_mode),
+                        stat_module.S_ISSOCK(st.st_mode), st.st_mode, st.st_uid)
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(path))
+        except OSError:
+            return []
+
+    def glob(self, pattern: str) -> list[str]:
+        import glob as glob_module
+
+        return sorted(glob_module.glob(pattern, recursive=True))
+
+    def read_bytes(self, path: str, limit: int, offset: int = 0) -> bytes:
+        with open(path, "rb") as handle:
+            if offset < 0:
+                size = os.fstat(handle.fileno()).st_size
+                handle.seek(max(0, size + offset))
+            elif offset:
+                handle.seek(offset)
+            return handle.read(limit)
+
+    def walk(self, top: str, max_entries: int) -> Iterator[tuple[str, FileStat]]:
+        count = 0
+        stack = [top]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in sorted(entries, key=lambda e: e.name, reverse=True):
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat_module.S_ISDIR(st.st_mode):
+                    stack.append(entry.path)
+                    continue
+                if not stat_module.S_ISREG(st.st_mode):
+                    continue
+                yield entry.path, FileStat(st.st_size, st.st_mtime, False, True, False, st.st_mode, st.st_uid)
+                count += 1
+                if count >= max_entries:
+                    return
+
+    def free_bytes(self, path: str) -> int | None:
+        probe = path
+        while probe and not os.path.exists(probe):
+            parent = os.path.dirname(probe)
+            if parent == probe:
+                break
+            probe = parent
+        try:
+            st = os.statvfs(probe or "/")
+        except OSError:
+            return None
+        return st.f_bavail * st.f_frsize
+
+    def boot_time(self) -> float | None:
+        try:
+            with open("/proc/stat", "rb") as handle:
+                for line in handle:
+                    if line.startswith(b"btime "):
+                        return float(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        return None
+
+    def processes(self) -> list[ProcessInfo]:
+        boot = self.boot_time()
+        ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        found: list[ProcessInfo] = []
+        try:
+            names = os.listdir("/proc")
+        except OSError:
+            return found
+        for name in names:
+            if not name.isdigit():
+                continue
+            base = f"/proc/{name}"
+            try:
+                with open(f"{base}/cmdline", "rb") as handle:
+                    raw = handle.read(64 * 1024)
+                with open(f"{base}/stat", "rb") as handle:
+                    stat_line = handle.read().decode("utf-8", errors="replace")
+            except OSError:
+                continue  # gone meanwhile
+            # comm may hold spaces and parentheses: split at the last ')'.
+            left, _, right = stat_line.rpartition(")")
+            comm = left.partition("(")[2]
+            fields = right.split()
+            try:
+                ppid = int(fields[1])
+                start = boot + int(fields[19]) / ticks if boot is not None else None
+            except (IndexError, ValueError):
+                ppid, start = 0, None
+            cwd = exe = None
+            try:
+                cwd = os.readlink(f"{base}/cwd")
+                exe = os.readlink(f"{base}/exe")
+            except OSError:
+                pass
+            argv = tuple(part.decode("utf-8", errors="replace") for part in raw.split(b"\0") if part)
+            found.append(ProcessInfo(int(name), ppid, argv, comm, cwd, exe, start))
+        return found
+
+    def local_path(self, path: str) -> Path:
+        return Path(path)
+
+    def environ(self) -> Mapping[str, str]:
+        return dict(os.environ)
+
+    def uid(self) -> int:
+        return os.getuid()
+
+    def home(self) -> str:
+        try:
+            return pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:
+            return os.path.expanduser("~")
+
+
+def match_any(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)

@@ -1,0 +1,152 @@
+"""Three-valued rule evaluation, captures, skipped rules, and ranking."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from diagnose.engine import run_rules
+from diagnose.rank import rank, render
+from diagnose.rules import Rule, load_rules
+from diagnose.ruletest import evidence_for_case
+
+
+def make_rule(tmp_path: Path, rule_id: str, when: str, role: str = "root", severity: str = "error",
+              confidence: float = 0.8, explanation: str = "x") -> Rule:
+    category = rule_id.split(".")[0]
+    folder = tmp_path / f"rules-{rule_id}"
+    folder.mkdir()
+    when_block = textwrap.indent(textwrap.dedent(when), "  ")
+    body = (
+        f"id: {rule_id}\ntitle: {rule_id}\ncategory: {category}\nrole: {role}\nseverity: {severity}\n"
+        f"confidence: {confidence}\nwhen:\n{when_block}\nexplanation: \"{explanation}\"\nfix: [fix it]\n"
+    )
+    (folder / f"{rule_id}.yaml").write_text(body)
+    return load_rules([folder], builtin=False).rules[0]
+
+
+def evaluate(tmp_path: Path, rules: list[Rule], case: dict[str, Any]) -> tuple[list[str], list[str]]:
+    work = tmp_path / f"case-{len(list(tmp_path.iterdir()))}"
+    work.mkdir()
+    result = run_rules(rules, evidence_for_case(case, work))
+    return [f.rule.id for f in result.findings], [s.rule_id for s in result.skipped]
+
+
+def test_missing_evidence_skips_rule_instead_of_no_match(tmp_path: Path) -> None:
+    rule = make_rule(tmp_path, "t.dmesg", "any:\n  - dmesg: 'Killed process'")
+    assert evaluate(tmp_path, [rule], {"log": "hello"}) == ([], ["t.dmesg"])
+    assert evaluate(tmp_path, [rule], {"dmesg": "nothing here"}) == ([], [])
+    assert evaluate(tmp_path, [rule], {"dmesg": "Out of memory: Killed process 1 (x)"}) == (["t.dmesg"], [])
+
+
+def test_all_any_none_three_valued(tmp_path: Path) -> None:
+    rule = make_rule(tmp_path, "t.combo", """\
+        all:
+          - log: 'boom'
+        any:
+          - package: {name: wandb, version: '>=0.19'}
+          - log: 'wandb'
+        none:
+          - dmesg: 'excuse'
+        """)
+    # package unknown but the log alternative is true: any() is true
+    assert evaluate(tmp_path, [rule], {"log": ["boom", "wandb here"]})[0] == ["t.combo"]
+    # package unknown, log alternative false: unknown -> skipped
+    assert evaluate(tmp_path, [rule], {"log": ["boom"]}) == ([], ["t.combo"])
+    # package known and old: false
+    assert evaluate(tmp_path, [rule], {"log": ["boom"], "packages": {"wandb": "0.18.7"}}) == ([], [])
+    # exclusion present in dmesg: false; dmesg missing: the exclusion does not exclude
+    assert evaluate(tmp_path, [rule], {"log": ["boom"], "packages": {"wandb": "0.19.1"}, "dmesg": "an excuse"}) == ([], [])
+    assert evaluate(tmp_path, [rule], {"log": ["boom"], "packages": {"wandb": "0.19.1"}})[0] == ["t.combo"]
+
+
+def test_nested_groups(tmp_path: Path) -> None:
+    rule = make_rule(tmp_path, "t.nested", """\
+        any:
+          - all:
+              - log: 'alpha'
+              - log: 'beta'
+          - none:
+              - log: 'gamma'
+        """)
+    assert evaluate(tmp_path, [rule], {"log": ["alpha", "beta", "gamma"]})[0] == ["t.nested"]
+    assert evaluate(tmp_path, [rule], {"log": ["alpha", "gamma"]})[0] == []
+    assert evaluate(tmp_path, [rule], {"log": ["delta"]})[0] == ["t.nested"]
+
+
+def test_captures_flow_into_explanation(tmp_path: Path) -> None:
+    rule = make_rule(tmp_path, "t.cap", "any:\n  - log: 'Killed process (?P<pid>\\d+) \\((?P<comm>[^)]+)\\)'",
+                     explanation="{comm} ({pid}) died; {missing} unknown")
+    work = tmp_path / "w"
+    work.mkdir()
+    evidence = evidence_for_case({"log": ["x", "Killed process 42 (python3) total"]}, work)
+    result = run_rules([rule], evidence)
+    finding = result.findings[0]
+    assert finding.captures == {"pid": "42", "comm": "python3"}
+    assert render(rule.explanation, finding.captures) == "python3 (42) died; ? unknown"
+    assert finding.evidence[0].line == 2
+
+
+def test_fact_conditions(tmp_path: Path) -> None:
+    rule = make_rule(tmp_path, "t.ckpt", "all:\n  - checkpoint: {count: 0}\n  - exit: {signal: SIGKILL}")
+    assert evaluate(tmp_path, [rule], {"checkpoint": {"file_count": 0}, "exits": [{"signal": 9}]})[0] == ["t.ckpt"]
+    assert evaluate(tmp_path, [rule], {"checkpoint": {"file_count": 3}, "exits": [{"signal": 9}]})[0] == []
+    assert evaluate(tmp_path, [rule], {"checkpoint": {"file_count": 0}}) == ([], ["t.ckpt"])
+    gpu = make_rule(tmp_path, "t.gpu", "all:\n  - gpu: {ecc_uncorrected: '>0', driver: '>=500'}")
+    healthy = {"gpu": {"driver": "580.159.04", "gpus": [{"ecc_uncorrected": 0}, {"ecc_uncorrected": 0}]}}
+    broken = {"gpu": {"driver": "580.159.04", "gpus": [{"ecc_uncorrected": 0}, {"ecc_uncorrected": 2}]}}
+    assert evaluate(tmp_path, [gpu], healthy)[0] == []
+    assert evaluate(tmp_path, [gpu], broken)[0] == ["t.gpu"]
+
+
+def test_symptom_never_outranks_root_and_context_last(tmp_path: Path) -> None:
+    root = make_rule(tmp_path, "t.root", "any:\n  - log: 'root cause'", role="root", severity="error", confidence=0.5)
+    symptom = make_rule(tmp_path, "t.symptom", "any:\n  - log: 'watchdog'", role="symptom", severity="critical", confidence=1.0)
+    context = make_rule(tmp_path, "t.context", "any:\n  - log: 'wandb'", role="context", severity="critical", confidence=1.0)
+    work = tmp_path / "w"
+    work.mkdir()
+    evidence = evidence_for_case({"log": ["wandb", "watchdog", "root cause"]}, work)
+    result = run_rules([symptom, context, root], evidence)
+    causes = rank(result.findings, evidence)
+    assert [c.id for c in causes] == ["t.root", "t.symptom", "t.context"]
+    assert causes[0].explains == ("t.symptom",)
+
+
+def test_earliest_root_wins_ties(tmp_path: Path) -> None:
+    first = make_rule(tmp_path, "t.first", "any:\n  - log: 'first'", confidence=0.8)
+    second = make_rule(tmp_path, "t.second", "any:\n  - log: 'second'", confidence=0.81)
+    stronger = make_rule(tmp_path, "t.stronger", "any:\n  - log: 'late but sure'", confidence=1.0, severity="critical")
+    work = tmp_path / "w"
+    work.mkdir()
+    lines = ["2026-11-30 10:00:05,000 second", "2026-11-30 10:00:01,000 first", "2026-11-30 10:00:09,000 late but sure"]
+    evidence = evidence_for_case({"log": lines}, work)
+    causes = rank(run_rules([second, first, stronger], evidence).findings, evidence)
+    # stronger score wins outright; first and second tie on score, so the earlier one leads
+    assert [c.id for c in causes] == ["t.stronger", "t.first", "t.second"]
+
+
+def test_unrecognised_crash_reported_when_no_rule_matches(tmp_path: Path) -> None:
+    rule = make_rule(tmp_path, "t.never", "any:\n  - log: 'never matches'")
+    work = tmp_path / "w"
+    work.mkdir()
+    evidence = evidence_for_case({"log": [
+        "2026-11-30 10:00:00,000 INFO step 1",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 3, in <module>',
+        "    main()",
+        "KeyError: 'labels'",
+    ]}, work)
+    causes = rank(run_rules([rule], evidence).findings, evidence)
+    assert [c.id for c in causes] == ["unrecognised.crash"]
+    assert "KeyError: 'labels'" in causes[0].title
+    assert causes[0].evidence[-1].line == 5
+
+
+def test_no_unrecognised_cause_when_a_root_explains_it(tmp_path: Path) -> None:
+    rule = make_rule(tmp_path, "t.key", "any:\n  - log: \"KeyError: 'labels'\"")
+    work = tmp_path / "w"
+    work.mkdir()
+    evidence = evidence_for_case({"log": ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>', "KeyError: 'labels'"]}, work)
+    causes = rank(run_rules([rule], evidence).findings, evidence)
+    assert [c.id for c in causes] == ["t.key"]
