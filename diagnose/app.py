@@ -198,4 +198,6 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
         "engine": result.scans[0].engine if result.scans else None,
         "seconds": round(time.perf_counter() - started, 3),
     }
+    if evidence.stats:
+        stats["collect"] = dict(evidence.stats)
     return Diagnosis(evidence, causes, result.skipped, gaps, stats)

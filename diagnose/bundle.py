@@ -18,10 +18,10 @@ import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnose import __version__
 from diagnose.errors import InputError
@@ -36,6 +36,9 @@ from diagnose.evidence import (
     ProcessState,
     RunInfo,
 )
+
+if TYPE_CHECKING:
+    from diagnose.app import FileEntry
 
 MANIFEST = "manifest.json"
 FORMAT = "diagnose-bundle"
@@ -154,12 +157,7 @@ def open_bundle(path: Path) -> tuple[Path, Manifest]:
 
 
 def evidence_from_bundle(path: Path) -> Evidence:
-    from diagnose.app import evidence_from_files
-    from diagnose.parsers.tmux import parse_tmux
-
     root, manifest = open_bundle(path)
-    run = manifest.run
-    boot_time = run.get("boot_time")
     entries = []
     for item in manifest.files:
         try:
@@ -170,6 +168,18 @@ def evidence_from_bundle(path: Path) -> Evidence:
         if not location.is_file():
             raise InputError(f"{root / MANIFEST}: lists {item.path} but the bundle has no such file")
         entries.append((kind, location, item.origin or item.path, item.rank, item.mtime))
+    return evidence_from_manifest(manifest, entries, mode="bundle", inputs=(str(path),), default_id=path.name)
+
+
+def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mode: str, inputs: tuple[str, ...] = (),
+                           default_id: str = "run") -> Evidence:
+    """Evidence from a manifest and its files. A live collection goes through here too (its
+    files still in place), so a bundle gives the same answer the live run gave."""
+    from diagnose.app import evidence_from_files
+    from diagnose.parsers.tmux import parse_tmux
+
+    run = manifest.run
+    boot_time = run.get("boot_time")
     base = evidence_from_files(entries, boot_time=boot_time)
     gaps = list(base.gaps) + [Gap(g.get("source", "?"), g.get("reason", "?")) for g in manifest.gaps]
     for name, status in manifest.collectors.items():
@@ -193,10 +203,16 @@ def evidence_from_bundle(path: Path) -> Evidence:
     if manifest.exits is not None:
         exits = (exits or ()) + tuple(ExitRecord(**e) for e in manifest.exits)
     info = RunInfo(
-        id=str(run.get("id") or path.name), mode="bundle", host=run.get("host"), collected_at=run.get("collected_at"),
-        launcher=run.get("launcher"), inputs=(str(path),),
+        id=str(run.get("id") or default_id), mode=mode, host=run.get("host"), collected_at=run.get("collected_at"),
+        launcher=run.get("launcher"), inputs=inputs,
     )
-    return Evidence(info, base.texts, base.packages, base.gpu, tmux, expected, checkpoints, process, exits, tuple(gaps), base.notes)
+    stats: dict[str, object] = {}
+    if manifest.collectors:
+        stats["collectors"] = {name: asdict(status) for name, status in manifest.collectors.items()}
+    if run.get("collect_seconds") is not None:
+        stats["collect_seconds"] = run["collect_seconds"]
+    return Evidence(info, base.texts, base.packages, base.gpu, tmux, expected, checkpoints, process, exits, tuple(gaps),
+                    base.notes + tuple(str(n) for n in run.get("notes") or ()), stats)
 
 
 def _checkpoints(data: Mapping[str, Any]) -> CheckpointState:

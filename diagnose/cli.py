@@ -119,24 +119,35 @@ def load_ruleset(rule_dirs: Sequence[Path], extra_from_config: Sequence[Path] = 
 
 
 def emit(diagnosis: Diagnosis, fmt: str, fail_on: str, output: Path | None, verbose: bool, ruleset: RuleSet | None = None) -> None:
-    from diagnose.report import Format, reporter
+    import io
+
+    from diagnose.report import Format, render, reporter
 
     chosen = Format(fmt)
     try:
-        render = reporter(chosen)
+        reporter(chosen)
     except NotImplementedError as exc:
         raise DiagnoseError(str(exc)) from None
     if ruleset is not None and verbose:
         for rule_id, user_path, builtin_path in ruleset.overridden:
             click.echo(f"diagnose: rule {rule_id} from {user_path} overrides the built-in {builtin_path}", err=True)
-    if output is not None:
-        try:
-            with open(output, "w", encoding="utf-8") as handle:
-                render(diagnosis, handle, verbose)
-        except OSError as exc:
-            raise DiagnoseError(f"{output}: cannot write report ({exc.strerror or exc})") from None
+    rules = ruleset.by_id() if ruleset is not None else None
+    # render() masks secrets. Machine formats are rendered whole before anything is written, so
+    # a failure (exit 2) never leaves half a SARIF/JUnit file that a later CI step could upload.
+    if output is None and chosen is Format.TERMINAL:
+        render(chosen, diagnosis, sys.stdout, verbose, rules=rules, fail_on=fail_on)
     else:
-        render(diagnosis, sys.stdout, verbose)
+        buffer = io.StringIO()
+        render(chosen, diagnosis, buffer, verbose, rules=rules, fail_on=fail_on)
+        if output is not None:
+            try:
+                with open(output, "w", encoding="utf-8") as handle:
+                    handle.write(buffer.getvalue())
+            except OSError as exc:
+                raise DiagnoseError(f"{output}: cannot write report ({exc.strerror or exc})") from None
+        else:
+            sys.stdout.write(buffer.getvalue())
+            sys.stdout.flush()
     sys.exit(exit_code(diagnosis, fail_on))
 
 

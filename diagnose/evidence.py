@@ -103,6 +103,8 @@ class TmuxPane:
     dead: bool
     dead_status: int | None = None
     command: str = ""
+    dead_signal: int | None = None  # tmux >= 3.3: the signal that ended the pane's command
+    pid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,8 @@ class Evidence:
     exits: tuple[ExitRecord, ...] | None = None
     gaps: tuple[Gap, ...] = ()
     notes: tuple[str, ...] = field(default=())  # e.g. "skipped binary file x.pt"
+    # How the evidence was gathered (per collector: status, seconds, bytes); shown in JSON stats.
+    stats: Mapping[str, object] = field(default_factory=dict)
 
     def texts_of(self, kind: TextKind) -> tuple[TextFile, ...]:
         return tuple(t for t in self.texts if t.kind is kind)

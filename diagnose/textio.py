@@ -117,14 +117,19 @@ def _drop_partial_line(data: bytes, line_no: int) -> tuple[bytes, int]:
 
 
 def looks_binary(head: bytes) -> bool:
-    """True for data that is not text: NUL bytes, or mostly control/invalid bytes."""
+    """True for data that is not text: many NUL bytes, or mostly control bytes.
+
+    A stray NUL is normal in real training logs (torch's DataLoader prints one after "killed by
+    signal"; a crash can leave a run of zeros at the end of a file), so a few do not make a
+    binary file; checkpoints and archives are full of them.
+    """
     if not head:
         return False
     sample = head[:8192]
-    if b"\x00" in sample:
+    if sample.count(b"\x00") > max(8, len(sample) // 100):
         return True
-    # Count bytes that never appear in text (control chars other than \t \n \r \f \v \b ESC).
-    text_controls = {7, 8, 9, 10, 11, 12, 13, 27}
+    # Bytes that never appear in text (control chars other than \t \n \v \f \r \b BEL ESC, and NUL).
+    text_controls = {0, 7, 8, 9, 10, 11, 12, 13, 27}
     odd = sum(1 for b in sample if b < 32 and b not in text_controls)
     return odd > len(sample) * 0.05
 

@@ -9,8 +9,31 @@ from typing import Any
 from diagnose.evidence import TmuxPane, TmuxServer, TmuxSession, TmuxState
 
 # The format asked of `tmux list-panes -a -F`: tab-separated so names with spaces survive.
-PANE_FORMAT = "#{session_name}\t#{session_name}:#{window_index}.#{pane_index}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_current_command}"
+# The last two fields came later (tmux 3.3 has pane_dead_signal); captures with only the
+# first five still parse.
+PANE_FORMAT = (
+    "#{session_name}\t#{session_name}:#{window_index}.#{pane_index}\t#{pane_dead}\t#{pane_dead_status}"
+    "\t#{pane_current_command}\t#{pane_dead_signal}\t#{pane_pid}"
+)
 SESSION_FORMAT = "#{session_name}"
+
+
+def socket_path(uid: int, environ: Mapping[str, str], name: str | None = None, path: str | None = None) -> tuple[str, str]:
+    """The socket a plain `tmux` (or `tmux -L NAME` / `tmux -S PATH`) talks to, and how we chose it.
+
+    Mirrors tmux: -S wins, then -L NAME under the socket directory, then the server of $TMUX,
+    then `default`. The directory is $TMUX_TMPDIR (or /tmp) + /tmux-UID.
+    """
+    if path:
+        return path, "-S"
+    directory = (environ.get("TMUX_TMPDIR") or "/tmp").rstrip("/") or "/"
+    base = f"{directory}/tmux-{uid}"
+    if name:
+        return f"{base}/{name}", "-L"
+    inside = environ.get("TMUX", "")
+    if inside:
+        return inside.split(",", 1)[0], "$TMUX"
+    return f"{base}/default", "TMUX_TMPDIR" if environ.get("TMUX_TMPDIR") else "default"
 
 _NO_SERVER = re.compile(r"no server running on (?P<socket>\S+)")
 _CONNECT = re.compile(r"error connecting to (?P<socket>\S+) \((?P<why>[^)]*)\)")
@@ -50,8 +73,15 @@ def parse_tmux(capture: Mapping[str, Any], expected_session: str | None) -> Tmux
             if len(parts) < 5:
                 continue
             session, target, dead, status, command = parts[:5]
-            panes.setdefault(session, []).append(
-                TmuxPane(target, dead == "1", int(status) if status.lstrip("-").isdigit() else None, command)
-            )
+            signal = parts[5] if len(parts) > 5 else ""
+            pid = parts[6] if len(parts) > 6 else ""
+            panes.setdefault(session, []).append(TmuxPane(
+                target, dead == "1", _int(status), command,
+                dead_signal=_int(signal) if dead == "1" else None, pid=_int(pid),
+            ))
     sessions = tuple(TmuxSession(name, tuple(p)) for name, p in panes.items())
     return TmuxState(server, socket, stderr.splitlines()[0] if stderr else "", sessions, expected_session)
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.lstrip("-").isdigit() else None

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from enum import Enum
-from typing import IO, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 from diagnose.findings import Diagnosis
+
+if TYPE_CHECKING:
+    from diagnose.rules import Rule
 
 
 class Format(str, Enum):
@@ -19,13 +23,22 @@ class Format(str, Enum):
 
 
 class Reporter(Protocol):
-    def __call__(self, diagnosis: Diagnosis, out: IO[str], verbose: bool = False) -> None: ...
+    """rules: the loaded rules by id (SARIF describes them; others may ignore it).
+    fail_on: the --fail-on threshold, so a report can mark what fails the job (JUnit)."""
+
+    def __call__(self, diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
+                 rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None: ...
 
 
-# Format -> module under diagnose.report that defines `report(diagnosis, out, verbose)`.
+# Format -> module under diagnose.report that defines `report(diagnosis, out, verbose, *, rules, fail_on)`.
+# Modules whose name starts with "_" are helpers, not formats (a test holds this table exhaustive).
 MODULES: dict[Format, str] = {
     Format.TERMINAL: "terminal",
     Format.JSON: "json_report",
+    Format.SARIF: "sarif",
+    Format.JUNIT: "junit",
+    Format.MARKDOWN: "markdown",
+    Format.GITHUB: "github",
 }
 
 
@@ -36,3 +49,11 @@ def reporter(fmt: Format) -> Reporter:
     module = importlib.import_module(f"diagnose.report.{module_name}")
     func: Reporter = module.report
     return func
+
+
+def render(fmt: Format, diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
+           rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None:
+    """The one way reports are made: secrets are masked here, before any reporter sees the diagnosis."""
+    from diagnose.redact import redact_diagnosis
+
+    reporter(fmt)(redact_diagnosis(diagnosis), out, verbose, rules=rules, fail_on=fail_on)

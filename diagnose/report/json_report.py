@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import IO, Any
 
@@ -51,6 +52,7 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
     }
 
 
-def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False) -> None:
+def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
+           rules: Mapping[str, object] | None = None, fail_on: str = "error") -> None:
     json.dump(to_json(diagnosis), out, indent=2)
     out.write("\n")

@@ -7,6 +7,7 @@ as rich Text objects.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import IO
 
 from rich.console import Console
@@ -70,10 +71,11 @@ def _cause(console: Console, number: int, cause: Cause, verbose: bool) -> None:
     console.print()
 
 
-def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False) -> None:
+def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
+           rules: Mapping[str, object] | None = None, fail_on: str = "error") -> None:
     # On a terminal rich wraps to its width; into a file or pipe, lines stay whole (grep-able).
     is_tty = hasattr(out, "isatty") and out.isatty()
-    console = Console(file=out, highlight=False, soft_wrap=not is_tty, emoji=False)
+    console = Console(file=out, highlight=False, soft_wrap=not is_tty, emoji=False, width=None if is_tty else 4096)
     run = diagnosis.evidence.run
     header = Text()
     header.append("diagnose", style="bold")

@@ -1,0 +1,83 @@
+"""Helpers shared by the CI reporters (SARIF, JUnit, Markdown, GitHub): paths, thresholds, inputs."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+
+from diagnose.findings import Cause, Diagnosis, EvidenceItem
+from diagnose.rank import SEVERITY_ORDER as SEVERITIES
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+
+
+def at_or_above(severity: str, threshold: str) -> bool:
+    """Whether a cause of this severity meets a --fail-on threshold ("never" meets nothing)."""
+    if threshold not in SEVERITIES or severity not in SEVERITIES:
+        return False
+    return SEVERITIES.index(severity) <= SEVERITIES.index(threshold)
+
+
+def failing(causes: Iterable[Cause], fail_on: str) -> list[Cause]:
+    return [c for c in causes if at_or_above(c.severity, fail_on)]
+
+
+def strip_ansi(text: str) -> str:
+    """Log lines keep terminal colour codes (wandb, rich, tqdm); reports outside a terminal drop them."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+def scan_root() -> Path:
+    return Path.cwd()
+
+
+def relative_path(source: str, root: Path | None = None) -> str:
+    """The source as a path relative to the scanned root (the working directory) with / separators,
+    or as it is when it lies outside that root (CI tools then show it unlinked)."""
+    base = root or scan_root()
+    path = Path(source)
+    if not path.is_absolute():
+        return PurePosixPath(*path.parts).as_posix() if path.parts else source
+    try:
+        relative = os.path.relpath(path, base)
+    except ValueError:
+        return source
+    if relative == ".." or relative.startswith(".." + os.sep):
+        return source
+    return PurePosixPath(*Path(relative).parts).as_posix()
+
+
+def is_file_evidence(item: EvidenceItem) -> bool:
+    """A line of a file (annotatable), as opposed to a collected fact (tmux state, GPU table)."""
+    return item.line is not None and item.line > 0
+
+
+def inputs(diagnosis: Diagnosis) -> list[str]:
+    """Every scanned input, as reports name it: text files, package lists, GPU state, error files."""
+    evidence = diagnosis.evidence
+    names: list[str] = [t.display for t in evidence.texts]
+    if evidence.packages is not None:
+        names.extend(s.strip() for s in evidence.packages.source.split(",") if s.strip())
+    if evidence.gpu is not None:
+        names.append(evidence.gpu.source)
+    names.extend(e.source for e in evidence.exits or ())
+    seen: set[str] = set()
+    unique: list[str] = []
+    for name in names:
+        if name and name not in seen:
+            seen.add(name)
+            unique.append(name)
+    return unique
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(strip_ansi(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def evidence_summary(diagnosis: Diagnosis) -> str:
+    stats = diagnosis.stats
+    return (f"{stats.get('rules', '?')} rules over {stats.get('files_scanned', 0)} file(s), "
+            f"{stats.get('lines_scanned', 0):,} lines")

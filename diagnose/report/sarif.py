@@ -1,0 +1,260 @@
+"""SARIF 2.1.0, as GitHub code scanning accepts it (github/codeql-action/upload-sarif).
+
+One run; tool.driver.rules describes every loaded rule (and the rule-less unrecognised-crash
+cause); one result per cause, its evidence lines as locations (path relative to the scanned
+root, line). partialFingerprints hash the rule id and the evidence text with numbers, times and
+addresses taken out, so the same failure seen again (other pid, other line, other day) is the
+same alert, and a new failure is a new one.
+
+GitHub shows a result only where it has a file location, so a cause resting on facts alone
+(tmux state, GPU table) is in the SARIF but not shown as an alert; the other formats show it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import string
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from diagnose import __version__
+from diagnose.findings import Cause, Diagnosis, EvidenceItem
+from diagnose.rank import UNRECOGNISED_ID
+from diagnose.report._common import is_file_evidence, one_line, relative_path, scan_root, strip_ansi
+from diagnose.report.markdown import escape_inline
+
+if TYPE_CHECKING:
+    from diagnose.rules import Rule
+
+SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+SARIF_VERSION = "2.1.0"
+LEVEL = {"critical": "error", "error": "error", "warning": "warning", "info": "note"}
+FINGERPRINT_KEY = "diagnoseCause/v1"
+SRCROOT = "%SRCROOT%"
+MAX_LOCATIONS = 10  # GitHub keeps at most 10 locations per result; the rest go to relatedLocations
+MAX_RELATED = 100
+
+UNRECOGNISED_TITLE = "Unrecognised crash: no known signature matched the last exception"
+UNRECOGNISED_TEXT = (
+    "No rule matched, but a log ends in an exception or fatal error. diagnose reports the last "
+    "exception of each rank/thread so that it is never silent about a crash."
+)
+UNRECOGNISED_FIX = (
+    "Read the traceback's last frames in your own code first; the exception type and message name what failed.",
+    "If this failure recurs, add a rule for it: diagnose rules new <category>.<name> --from-line '<the error line>'.",
+)
+
+# What changes between two runs of the same failure: clock times, boot-relative times, pids,
+# addresses, counters. Replaced before hashing.
+_VOLATILE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^\s*\[\s*\d+\.\d+\]\s*"), ""),  # dmesg [  419.229755]
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<time>"),
+    (re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}\b"), "<time>"),
+    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "0x#"),
+    (re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{8,}\b"), "#"),  # hashes, uuid parts
+    (re.compile(r"\d+"), "#"),
+    (re.compile(r"\s+"), " "),
+)
+
+
+def normalise(text: str) -> str:
+    """Evidence text without what differs between runs of the same failure."""
+    text = strip_ansi(text)
+    for pattern, replacement in _VOLATILE:
+        text = pattern.sub(replacement, text)
+    return text.strip()
+
+
+def fingerprint(cause: Cause) -> str:
+    """Stable across runs: the rule id and the set of normalised evidence texts; never line
+    numbers, file order or times."""
+    texts = sorted({normalise(item.text) for item in cause.evidence if item.text.strip()})
+    if not texts:
+        texts = [normalise(cause.title)]
+    digest = hashlib.sha256("\n".join([cause.id, *texts]).encode("utf-8")).hexdigest()
+    return digest[:32]
+
+
+def rule_name(rule_id: str) -> str:
+    """memory.host-oom-kill -> MemoryHostOomKill (SARIF's readable rule name)."""
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[._-]+", rule_id) if part)
+
+
+def template_text(template: str) -> str:
+    """A rule's text with its capture placeholders shown as <name> ({comm} -> <comm>)."""
+    try:
+        parts = string.Formatter().parse(template)
+        return "".join(literal + (f"<{name}>" if name is not None else "") for literal, name, _spec, _conv in parts)
+    except ValueError:
+        return template
+
+
+def _help(fix: tuple[str, ...], references: tuple[str, ...], explanation: str) -> dict[str, str]:
+    text = [explanation, "", "Fix:"] + [f"- {step}" for step in fix]
+    markdown = [escape_inline(explanation), "", "**Fix**", ""] + [f"- {escape_inline(step)}" for step in fix]
+    if references:
+        text += ["", "References:"] + [f"- {ref}" for ref in references]
+        markdown += ["", "**References**", ""] + [f"- <{ref}>" for ref in references]
+    return {"text": "\n".join(text), "markdown": "\n".join(markdown)}
+
+
+def _descriptor(rule_id: str, title: str, category: str, role: str, severity: str, confidence: float,
+                explanation: str, fix: tuple[str, ...], references: tuple[str, ...],
+                tags: tuple[str, ...] = ()) -> dict[str, Any]:
+    descriptor: dict[str, Any] = {
+        "id": rule_id,
+        "name": rule_name(rule_id),
+        "shortDescription": {"text": title},
+        "fullDescription": {"text": explanation},
+        "help": _help(fix, references, explanation),
+        "defaultConfiguration": {"level": LEVEL.get(severity, "warning")},
+        "properties": {
+            "tags": list(dict.fromkeys(["ml-training", category, role, *tags])),
+            "precision": _precision(confidence),
+            "severity": severity,
+            "role": role,
+            "confidence": confidence,
+        },
+    }
+    if references:
+        descriptor["helpUri"] = references[0]
+    return descriptor
+
+
+def _precision(confidence: float) -> str:
+    if confidence >= 0.85:
+        return "very-high"
+    if confidence >= 0.7:
+        return "high"
+    if confidence >= 0.5:
+        return "medium"
+    return "low"
+
+
+def rule_descriptor(rule: Rule) -> dict[str, Any]:
+    return _descriptor(rule.id, template_text(rule.title), rule.category, rule.role, rule.severity, rule.confidence,
+                       template_text(rule.explanation), tuple(template_text(f) for f in rule.fix), rule.references,
+                       rule.tags)
+
+
+def unrecognised_descriptor() -> dict[str, Any]:
+    return _descriptor(UNRECOGNISED_ID, UNRECOGNISED_TITLE, "unrecognised", "root", "error", 0.3,
+                       UNRECOGNISED_TEXT, UNRECOGNISED_FIX, ())
+
+
+def cause_descriptor(cause: Cause) -> dict[str, Any]:
+    """For a cause whose rule was not handed over: described from the cause itself."""
+    return _descriptor(cause.id, cause.title, cause.category, cause.role, cause.severity, cause.confidence,
+                       cause.explanation, cause.fix, cause.references)
+
+
+def artifact_location(source: str, root: Path) -> dict[str, str]:
+    path = relative_path(source, root)
+    if Path(path).is_absolute():
+        return {"uri": Path(path).as_uri()}
+    return {"uri": quote(path, safe="/"), "uriBaseId": SRCROOT}
+
+
+def _location(item: EvidenceItem, root: Path, location_id: int | None = None) -> dict[str, Any]:
+    text = strip_ansi(item.text)
+    location: dict[str, Any] = {
+        "physicalLocation": {
+            "artifactLocation": artifact_location(item.source, root),
+            "region": {"startLine": item.line, "snippet": {"text": text}},
+        },
+        "message": {"text": one_line(text) or item.location()},
+    }
+    if location_id is not None:
+        location["id"] = location_id
+    return location
+
+
+def _message(cause: Cause) -> str:
+    lines = [cause.title, "", cause.explanation]
+    if cause.fix:
+        lines += ["", "Fix:"] + [f"- {step}" for step in cause.fix]
+    if cause.explains:
+        lines += ["", "Explains: " + ", ".join(cause.explains)]
+    return "\n".join(lines)
+
+
+def result(cause: Cause, rule_index: int, root: Path) -> dict[str, Any]:
+    lines = [item for item in cause.evidence if is_file_evidence(item)]
+    facts = [item for item in cause.evidence if not is_file_evidence(item)]
+    entry: dict[str, Any] = {
+        "ruleId": cause.id,
+        "ruleIndex": rule_index,
+        "level": LEVEL.get(cause.severity, "warning"),
+        "message": {"text": _message(cause)},
+        "partialFingerprints": {FINGERPRINT_KEY: fingerprint(cause)},
+        "rank": round(min(max(cause.score, 0.0), 1.0) * 100, 1),
+        "properties": {
+            "severity": cause.severity, "role": cause.role, "category": cause.category,
+            "confidence": cause.confidence, "score": cause.score, "relaunch": cause.relaunch,
+            "explains": list(cause.explains), "references": list(cause.references),
+            "facts": [{"source": f.source, "text": f.text} for f in facts],
+        },
+    }
+    if lines:
+        entry["locations"] = [_location(item, root) for item in lines[:MAX_LOCATIONS]]
+        related = lines[MAX_LOCATIONS:MAX_LOCATIONS + MAX_RELATED]
+        if related:
+            entry["relatedLocations"] = [_location(item, root, n) for n, item in enumerate(related, 1)]
+    return entry
+
+
+def to_sarif(diagnosis: Diagnosis, rules: Mapping[str, Rule] | None = None, root: Path | None = None) -> dict[str, Any]:
+    base = root or scan_root()
+    table: Mapping[str, Rule] = rules or {}
+    descriptors: list[dict[str, Any]] = [rule_descriptor(table[rule_id]) for rule_id in sorted(table)]
+    known = {d["id"] for d in descriptors}
+    if UNRECOGNISED_ID not in known:
+        descriptors.append(unrecognised_descriptor())
+        known.add(UNRECOGNISED_ID)
+    for cause in diagnosis.causes:
+        if cause.id not in known:
+            descriptors.append(cause_descriptor(cause))
+            known.add(cause.id)
+    index = {d["id"]: n for n, d in enumerate(descriptors)}
+    run = diagnosis.evidence.run
+    sarif_run: dict[str, Any] = {
+        "tool": {
+            "driver": {
+                "name": "diagnose",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "rules": descriptors,
+            }
+        },
+        "originalUriBaseIds": {SRCROOT: {"uri": base.as_uri().rstrip("/") + "/"}},
+        "invocations": [{
+            "executionSuccessful": True,
+            "toolExecutionNotifications": [
+                {"level": "warning", "message": {"text": f"could not check {gap.source}: {gap.reason}"}}
+                for gap in diagnosis.gaps
+            ],
+        }],
+        "results": [result(cause, index[cause.id], base) for cause in diagnosis.causes],
+        "columnKind": "unicodeCodePoints",
+        "properties": {
+            "run": {"id": run.id, "mode": run.mode, "host": run.host, "launcher": run.launcher},
+            "stats": _json_safe(diagnosis.stats),
+            "skipped": [{"rule": s.rule_id, "reason": s.reason} for s in diagnosis.skipped],
+            "notes": list(diagnosis.evidence.notes),
+        },
+    }
+    return {"$schema": SCHEMA_URI, "version": SARIF_VERSION, "runs": [sarif_run]}
+
+
+def _json_safe(stats: Mapping[str, object]) -> dict[str, Any]:
+    return {k: v if isinstance(v, (str, int, float, bool)) or v is None else str(v) for k, v in stats.items()}
+
+
+def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
+           rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None:
+    json.dump(to_sarif(diagnosis, rules), out, indent=2, ensure_ascii=False)
+    out.write("\n")
