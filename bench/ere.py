@@ -1,4 +1,5 @@
-"""Translate rule patterns (Python `regex` syntax) into POSIX ERE for `grep -E`.
+"""Translate rule patterns (Python `regex` syntax) into POSIX ERE for `grep -E` (and into the
+same shapes in Rust regex syntax for `rg`).
 
 The pattern is parsed with Python's own regex parser and written back as ERE, so the
 translation is structural, not textual: named and non-capturing groups become plain groups,
@@ -11,15 +12,10 @@ the translation by comparing grep's line count with Python's on a sample.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-try:  # Python 3.11+
-    _parser: Any = importlib.import_module("re._parser")
-    _constants: Any = importlib.import_module("re._constants")
-except ImportError:  # pragma: no cover - Python 3.10
-    _parser = importlib.import_module("sre_parse")
-    _constants = importlib.import_module("sre_constants")
+from diagnose.sre import constants as _constants
+from diagnose.sre import parser as _parser
 
 _SPECIAL = set(".[]()*+?{}|^$\\")
 _MAXREPEAT = _constants.MAXREPEAT
@@ -44,8 +40,12 @@ class Untranslatable(ValueError):
 
 
 class _Writer:
-    def __init__(self) -> None:
+    def __init__(self, rust: bool = False) -> None:
+        self.rust = rust  # Rust regex (rg): '\\' escapes inside brackets too
         self.approximate: list[str] = []
+
+    def group(self) -> str:
+        return "(?:" if self.rust else "("
 
     def seq(self, items: Any, fold: bool) -> str:
         return "".join(self.item(op, arg, fold) for op, arg in items)
@@ -54,6 +54,8 @@ class _Writer:
         ch = chr(code)
         if fold and ch.lower() != ch.upper() and len(ch.lower()) == 1 and len(ch.upper()) == 1:
             return f"[{ch.lower()}{ch.upper()}]"
+        if self.rust and (code < 32 or code == 127):
+            return f"\\x{code:02x}"
         return "\\" + ch if ch in _SPECIAL else ch
 
     def bracket(self, items: Any, fold: bool) -> str:
@@ -85,6 +87,12 @@ class _Writer:
                     raise Untranslatable(f"negated class {cat} inside brackets")
             else:
                 raise Untranslatable(f"bracket item {name}")
+        if self.rust:
+            body = "".join(
+                f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else "\\" + c if c in "\\[]-^&~" else c
+                for c in sorted(literals)
+            ) + "".join(parts)
+            return f"[{'^' if negate else ''}{body}]"
         # POSIX bracket rules: ']' first, '-' last, '^' not first; '\\' is literal.
         close = "]" in literals
         dash = "-" in literals
@@ -113,7 +121,7 @@ class _Writer:
                 self.approximate.append("possessive repeat written as greedy")
             body = self.seq(sub, fold)
             if not (len(sub) == 1 and str(sub[0][0]) in _ATOMS):
-                body = f"({body})"
+                body = f"{self.group()}{body})"
             if hi == _MAXREPEAT:
                 return body + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
             if lo == 0 and hi == 1:
@@ -122,13 +130,13 @@ class _Writer:
         if name == "SUBPATTERN":
             _group, add_flags, del_flags, sub = arg
             inner_fold = (fold or bool(add_flags & _IGNORECASE)) and not bool(del_flags & _IGNORECASE)
-            return "(" + self.seq(sub, inner_fold) + ")"
+            return self.group() + self.seq(sub, inner_fold) + ")"
         if name == "ATOMIC_GROUP":
             self.approximate.append("atomic group written as a plain group")
-            return "(" + self.seq(arg, fold) + ")"
+            return self.group() + self.seq(arg, fold) + ")"
         if name == "BRANCH":
             _none, branches = arg
-            return "(" + "|".join(self.seq(b, fold) for b in branches) + ")"
+            return self.group() + "|".join(self.seq(b, fold) for b in branches) + ")"
         if name == "AT":
             at = str(arg)
             if at in ("AT_BEGINNING", "AT_BEGINNING_STRING"):
@@ -148,13 +156,13 @@ class _Writer:
         raise Untranslatable(f"construct {name}")
 
 
-def to_ere(pattern: str) -> tuple[str, list[str]]:
-    """(ERE text, notes on what had to be approximated)."""
+def to_ere(pattern: str, rust: bool = False) -> tuple[str, list[str]]:
+    """(ERE text, or Rust regex text for rg; notes on what had to be approximated)."""
     try:
         parsed = _parser.parse(pattern)
     except Exception as exc:  # regex-module-only syntax, e.g. \p{L}
         raise Untranslatable(f"not parseable by Python's re: {exc}") from None
-    writer = _Writer()
+    writer = _Writer(rust)
     fold = bool(parsed.state.flags & _IGNORECASE)
     text = writer.seq(list(parsed), fold)
     return text, writer.approximate

@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from diagnose.errors import InputError
 from diagnose.evidence import (
@@ -17,15 +18,18 @@ from diagnose.evidence import (
     ExitRecord,
     FileKind,
     Gap,
-    GpuState,
     Packages,
     RunInfo,
     TextFile,
+    TextKind,
 )
 from diagnose.findings import Diagnosis
 from diagnose.rules import RuleSet
 from diagnose.sniff import rank_from_path, skip_in_folder, sniff, split_kind
 from diagnose.textio import HEAD_BYTES, looks_binary, read_head, read_text
+
+if TYPE_CHECKING:
+    from diagnose.evidence import GpuState
 
 FileEntry = tuple[FileKind, Path, str, "int | None", "float | None"]  # kind, location, display, rank, mtime
 
@@ -47,8 +51,6 @@ def _walk(folder: Path) -> Iterable[Path]:
 
 def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], list[str]]:
     """Resolve `diagnose scan` arguments into file entries, bundles, and notes on skipped files."""
-    from diagnose.bundle import is_bundle
-
     entries: list[FileEntry] = []
     bundles: list[Path] = []
     notes: list[str] = []
@@ -84,6 +86,18 @@ def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], lis
     return entries, bundles, notes
 
 
+def is_bundle(path: Path) -> bool:
+    """A bundle directory or archive (bundle.py, with its tarfile import, only when it may be one)."""
+    if path.is_dir():
+        if not (path / "manifest.json").is_file():
+            return False
+    elif not path.name.lower().endswith((".tar.gz", ".tgz")):
+        return False
+    from diagnose.bundle import is_bundle as check
+
+    return check(path)
+
+
 def _entry(path: Path, forced: FileKind | None, notes: list[str], strict: bool) -> FileEntry | None:
     try:
         if not os.access(path, os.R_OK):
@@ -110,10 +124,6 @@ def _entry(path: Path, forced: FileKind | None, notes: list[str], strict: bool) 
 def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = None, run: RunInfo | None = None,
                         notes: Sequence[str] = ()) -> Evidence:
     """Turn sniffed files into Evidence: text files to scan, package lists, GPU state, exit records."""
-    from diagnose.parsers.elastic import parse_elastic_error
-    from diagnose.parsers.gpu import parse_gpu_text
-    from diagnose.parsers.packages import parse_packages
-
     texts: list[TextFile] = []
     versions: dict[str, str] = {}
     package_sources: list[str] = []
@@ -127,13 +137,28 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
             texts.append(TextFile(text_kind, location, display, rank, mtime, boot_time if text_kind.value == "dmesg" else None, year))
             continue
         content = read_text(location)
+        # Each parser loads only when a file of its kind is there.
         if kind is FileKind.PACKAGES:
+            from diagnose.parsers.packages import parse_packages
+
             parsed = parse_packages(content, display)
             for name, version in parsed.versions.items():
                 versions.setdefault(name, version)
             package_sources.append(display)
         elif kind is FileKind.NVIDIA_SMI:
-            gpu = parse_gpu_text(content, display)
+            from diagnose.parsers.gpu import parse_gpu_text
+
+            smi = parse_gpu_text(content, display)
+            if smi.gpus:
+                gpu = smi
+            else:
+                # nvidia-smi printed an error ("Failed to initialize NVML: Driver/library version
+                # mismatch", "couldn't communicate with the NVIDIA driver"): scan it like a log so
+                # the driver rules see it, and say the GPU state is missing.
+                year = time.localtime(mtime).tm_year if mtime else None
+                texts.append(TextFile(TextKind.LOG, location, display, rank, mtime, None, year))
+                first = next((line.strip() for line in content.splitlines() if line.strip()), "no output")
+                gaps.append(Gap("gpu", f"{display}: no GPU state in it ({first[:200]})"))
         elif kind is FileKind.NVML:
             from diagnose.parsers.gpu import parse_nvml_json
 
@@ -142,6 +167,8 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
             except ValueError as exc:
                 gaps.append(Gap("gpu", f"{display}: unreadable NVML JSON ({exc})"))
         elif kind is FileKind.ELASTIC_ERROR:
+            from diagnose.parsers.elastic import parse_elastic_error
+
             record, _message, _when = parse_elastic_error(content, display, rank)
             exits.append(record)
     packages = Packages(versions, ", ".join(package_sources)) if package_sources else None
@@ -150,9 +177,11 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
 
 
 def evidence_from_paths(args: Sequence[str]) -> Evidence:
+    entries, bundles, notes = collect_paths(args)
+    if not bundles:
+        return evidence_from_files(entries, notes=notes)
     from diagnose.bundle import evidence_from_bundle
 
-    entries, bundles, notes = collect_paths(args)
     if bundles and not entries and len(bundles) == 1:
         bundle = evidence_from_bundle(bundles[0])
         return Evidence(bundle.run, bundle.texts, bundle.packages, bundle.gpu, bundle.tmux, bundle.files,

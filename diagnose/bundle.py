@@ -13,6 +13,7 @@ The raw files are parsed by the same parsers that read a live machine.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -101,6 +102,7 @@ def _tar_has_manifest(path: Path) -> bool:
 def _safe_extract(archive_path: Path) -> Path:
     """Unpack a bundle archive into a temp dir, refusing members that would land outside it."""
     target = Path(tempfile.mkdtemp(prefix="diagnose-bundle-"))
+    atexit.register(shutil.rmtree, target, True)  # the unpacked copy is ours; never leave it in /tmp
     try:
         with tarfile.open(archive_path, "r:gz") as archive:
             for member in archive.getmembers():

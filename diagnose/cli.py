@@ -112,10 +112,21 @@ def parse_time(value: str | None, name: str) -> float | None:
     return moment.timestamp()
 
 
-def load_ruleset(rule_dirs: Sequence[Path], extra_from_config: Sequence[Path] = ()) -> RuleSet:
-    from diagnose.rules import load_rules
+def config_rule_dirs(config_path: Path | None) -> list[Path]:
+    """Rule folders the config names: they load for every command, not only `diagnose RUN_ID`."""
+    from diagnose.configfile import default_config_path
 
-    return load_rules([*extra_from_config, *rule_dirs])
+    if config_path is None and default_config_path() is None:
+        return []  # no config: do not pay for importing the config machinery
+    from diagnose.runs import load_config
+
+    return load_config(config_path).rule_dirs
+
+
+def load_ruleset(rule_dirs: Sequence[Path], extra_from_config: Sequence[Path] = ()) -> RuleSet:
+    from diagnose.rulecache import load_rules_cached  # unchanged rule files: no YAML parsing
+
+    return load_rules_cached([*extra_from_config, *rule_dirs])
 
 
 def emit(diagnosis: Diagnosis, fmt: str, fail_on: str, output: Path | None, verbose: bool, ruleset: RuleSet | None = None) -> None:
@@ -189,24 +200,51 @@ def run_command(target: str, fmt: str, fail_on: str, rule_dirs: tuple[Path, ...]
     since_t, until_t = parse_time(since, "since"), parse_time(until, "until")
     path = Path(target)
     if path.exists() and is_bundle(path):
-        ruleset = load_ruleset(rule_dirs)
+        ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
         evidence = evidence_from_bundle(path)
     else:
-        from diagnose.runs import evidence_for_run, load_config
+        from diagnose.runs import check_run_id, load_config, start_run
 
         config = load_config(config_path)
+        check_run_id(target)
+        # Collect in the background while the rules load: the two take about as long.
+        pending = start_run(target, config, list(search_dirs), progress=(fmt == "terminal" and sys.stderr.isatty()))
         ruleset = load_ruleset(rule_dirs, config.rule_dirs)
-        evidence = evidence_for_run(target, config, list(search_dirs), progress=(fmt == "terminal" and sys.stderr.isatty()))
+        evidence = pending.evidence()
     diagnosis = diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t)
     emit(diagnosis, fmt, fail_on, output, verbose, ruleset)
+
+
+@main.command("collect")
+@click.argument("run_id")
+@click.option("-o", "--output", "out", type=click.Path(path_type=Path), required=True,
+              help="Bundle to write: a new directory, or a file ending in .tar.gz.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="Config file (default ./diagnose.toml).")
+@click.option("--dir", "search_dirs", type=click.Path(path_type=Path), multiple=True, help="Where to look for the run's files.")
+@click.option("-v", "--verbose", is_flag=True, help="Show gap reasons in full.")
+@guarded
+def collect_command(run_id: str, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...], verbose: bool) -> None:
+    """Save everything about RUN_ID as a bundle (logs, kernel log, tmux, GPUs, packages, ...);
+    `diagnose BUNDLE` on any machine then gives the same causes."""
+    from diagnose.runs import collect_bundle, load_config
+
+    config = load_config(config_path)
+    written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty())
+    for name, status in manifest.collectors.items():
+        reason = f"  {status.reason}" if status.reason else ""
+        if reason and not verbose and len(reason) > 120:
+            reason = reason[:117] + "..."
+        click.echo(f"  {name:<12} {status.status:<8} {status.duration_s:6.2f} s {status.bytes:>12,} B{reason}", err=True)
+    click.echo(f"diagnose: wrote {written} ({len(manifest.files)} file(s)); diagnose it with: diagnose {written}", err=True)
 
 
 @main.command("scan")
 @click.argument("paths", nargs=-1, required=True)
 @report_options
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="Config file naming extra rule folders.")
 @guarded
 def scan_command(paths: tuple[str, ...], fmt: str, fail_on: str, rule_dirs: tuple[Path, ...], since: str | None,
-                 until: str | None, output: Path | None, engine: str, verbose: bool) -> None:
+                 until: str | None, output: Path | None, engine: str, verbose: bool, config_path: Path | None) -> None:
     """Scan captured files and folders: training logs, kernel logs (dmesg), nvidia-smi output,
     package lists (pip freeze / pip list / conda list / collect_env / requirements.txt),
     torchelastic error files, bundles. Kinds are detected; KIND:PATH forces one
@@ -214,7 +252,7 @@ def scan_command(paths: tuple[str, ...], fmt: str, fail_on: str, rule_dirs: tupl
     from diagnose.app import diagnose, evidence_from_paths
 
     since_t, until_t = parse_time(since, "since"), parse_time(until, "until")
-    ruleset = load_ruleset(rule_dirs)
+    ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
     evidence = evidence_from_paths(paths)
     diagnosis = diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t)
     emit(diagnosis, fmt, fail_on, output, verbose, ruleset)
@@ -231,7 +269,7 @@ def rules_group() -> None:
 @guarded
 def rules_list(category: str | None, rule_dirs: tuple[Path, ...]) -> None:
     """List rules: id, category, severity, title."""
-    ruleset = load_ruleset(rule_dirs)
+    ruleset = load_ruleset(rule_dirs, config_rule_dirs(None))
     rows = sorted((r for r in ruleset.rules if category in (None, r.category)), key=lambda r: r.id)
     width = max((len(r.id) for r in rows), default=10)
     for rule in rows:
@@ -249,10 +287,56 @@ def rules_test(paths: tuple[Path, ...], rule_dirs: tuple[Path, ...], engine: str
     """Run every rule's own tests, and the fixtures (PATHs: fixture folders; default: all)."""
     from diagnose.ruletest import run_fixture_tests, run_rule_tests
 
-    ruleset = load_ruleset(rule_dirs)
+    ruleset = load_ruleset(rule_dirs, config_rule_dirs(None))
     failures = run_rule_tests(ruleset, engine=engine, echo=click.echo)
     failures += run_fixture_tests(ruleset, list(paths), engine=engine, echo=click.echo)
     if failures:
         click.echo(f"{failures} failure(s)", err=True)
         sys.exit(1)
     click.echo("all rule tests and fixtures pass", err=True)
+
+
+@rules_group.command("show")
+@click.argument("rule_id")
+@click.option("--rules", "rule_dirs", type=click.Path(path_type=Path), multiple=True, help="Extra rule folder (may repeat).")
+@guarded
+def rules_show(rule_id: str, rule_dirs: tuple[Path, ...]) -> None:
+    """Show every field of the rule RULE_ID, and the file it comes from."""
+    from diagnose.ruletools import find_rule, show_rule
+
+    click.echo(show_rule(find_rule(load_ruleset(rule_dirs, config_rule_dirs(None)).rules, rule_id)))
+
+
+@rules_group.command("lint")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--fixtures", "fixtures_root", type=click.Path(path_type=Path),
+              help="Fixture folder whose healthy-*/ runs a rule must not fire on (default: the built-in fixtures).")
+@click.option("--no-healthy", is_flag=True, help="Skip the scan of the healthy fixtures (DL110).")
+@click.option("--engine", type=click.Choice(["auto", "hyperscan", "pure"]), default="auto", hidden=True)
+@guarded
+def rules_lint(paths: tuple[Path, ...], fixtures_root: Path | None, no_healthy: bool, engine: str) -> None:
+    """Check rule files (PATHs: files or folders; default: the built-in pack). Codes: docs/rules.md.
+    Exit 1 when an error-level issue is found, 0 otherwise."""
+    from diagnose.ruletools import lint_paths, lint_summary
+
+    report = lint_paths(list(paths), fixtures_root, healthy=not no_healthy, engine=engine)
+    for issue in report.issues:
+        click.echo(issue.render())
+    click.echo(lint_summary(report), err=True)
+    sys.exit(1 if report.errors else 0)
+
+
+@rules_group.command("new")
+@click.argument("rule_id")
+@click.option("--from-line", help="A real log line the rule must match; becomes the pattern and the first test.")
+@click.option("--dir", "directory", type=click.Path(path_type=Path), default=Path("rules"), show_default=True,
+              help="Rule folder; the file goes to DIR/<category>/<id>.yaml.")
+@guarded
+def rules_new(rule_id: str, from_line: str | None, directory: Path) -> None:
+    """Scaffold a rule file RULE_ID (<category>.<name>) with tests; never overwrites."""
+    from diagnose.ruletools import scaffold_rule
+
+    path = scaffold_rule(rule_id, from_line, directory)
+    click.echo(str(path))
+    click.echo(f"diagnose: wrote {path}; fill in the TODOs, then: diagnose rules test --rules {directory} && "
+               f"diagnose rules lint {path}", err=True)

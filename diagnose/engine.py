@@ -3,16 +3,15 @@
 A condition is True, False, or None (its evidence was not collected). `all` is False if any
 child is False, else None if any is None; `any` is True if any child is True, else None if any
 is None; `none` is True unless a child is True - an exclusion only excludes on positive
-evidence. A rule that ends None is reported as skipped with the reasons.
+evidence; `maybe` is always True and only adds the captures and evidence of its true children. A rule that ends None is reported as skipped with the reasons.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from diagnose import facts
-from diagnose.analyzers import ANALYZERS, AnalyzerInput
 from diagnose.evidence import Evidence, TextKind
 from diagnose.facts import FactCondition
 from diagnose.findings import EvidenceItem, Finding, Skipped
@@ -124,6 +123,10 @@ def evaluate_condition(cond: Condition, ctx: _Context) -> Outcome:
     if isinstance(cond, FactCondition):
         return _fact(cond, ctx)
     outcomes = [evaluate_condition(child, ctx) for child in cond.children]
+    if cond.op == "maybe":
+        # Never decides the answer; contributes captures and evidence when its conditions hold.
+        true = [o for o in outcomes if o.truth is True]
+        return _merge(true) if true else Outcome(True)
     if cond.op == "none":
         return Outcome(False) if any(o.truth is True for o in outcomes) else Outcome(True)
     missing = [m for o in outcomes if o.truth is None for m in o.missing]
@@ -161,13 +164,20 @@ def evaluate_rule(rule: Rule, ctx: _Context) -> Finding | Skipped | None:
     captures = dict(outcome.captures)
     items = _dedupe(outcome.items)
     if rule.analyze:
+        from diagnose.analyzers import ANALYZERS, AnalyzerInput  # only when such a rule matched
+
         extra = ANALYZERS[rule.analyze](AnalyzerInput(ctx.evidence, outcome.hits, captures))
+        if extra.discard:  # the analyzer found the rule does not hold after all
+            return None
         captures.update(extra.captures)
-        items = _dedupe(items + extra.evidence)
+        items = _dedupe(extra.evidence + items if extra.lead else items + extra.evidence)
+        if extra.confidence_delta:
+            rule = replace(rule, confidence=round(min(1.0, max(0.0, rule.confidence + extra.confidence_delta)), 4))
     times = [item.time for item in items if item.time is not None]
     lines = [(0, item.line) for item in items if item.line is not None]
     order = min(lines) if lines else (1 << 30, 0)
-    return Finding(rule, tuple(items), captures, min(times) if times else None, order)
+    matched = frozenset((scan.source.display, hit.line_no) for scan, hit in outcome.hits)
+    return Finding(rule, tuple(items), captures, min(times) if times else None, order, matched)
 
 
 def _dedupe(items: Sequence[EvidenceItem]) -> list[EvidenceItem]:

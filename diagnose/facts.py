@@ -11,11 +11,14 @@ import re
 import signal as signal_module
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnose import predicates as p
-from diagnose.evidence import Evidence, Gpu
+from diagnose.evidence import Evidence
 from diagnose.findings import EvidenceItem
+
+if TYPE_CHECKING:
+    from diagnose.evidence import Gpu
 
 
 @dataclass(frozen=True)

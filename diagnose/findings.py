@@ -36,6 +36,9 @@ class Finding:
     captures: Mapping[str, str]
     time: float | None  # earliest evidence time, if known
     order: tuple[int, int]  # (source order, line) of the earliest evidence, for ties without time
+    # Every (source, line) the rule's text conditions kept, beyond the few shown as evidence: the
+    # ranker leaves crashes on these lines out of the "unrecognised" fallback.
+    matched: frozenset[tuple[str, int]] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ and anything they started) and the caller gets a result saying so, never an exce
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import errno
-import fnmatch
 import os
 import pwd
 import signal
@@ -90,6 +91,7 @@ class Host(ABC):
     """The machine a run lives on. Paths are that machine's paths."""
 
     name: str
+    local: bool = False  # this machine: diagnose's own Python and packages are usable there
 
     @abstractmethod
     def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str | None] | None = None) -> CommandResult:
@@ -139,6 +141,10 @@ class Host(ABC):
     def uid(self) -> int:
         ...
 
+    @abstractmethod
+    def home(self) -> str:
+        ...
+
     def exists(self, path: str) -> bool:
         try:
             return self.stat(path) is not None
@@ -147,14 +153,26 @@ class Host(ABC):
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+
+
+# Process groups of commands still running: killed if diagnose exits first (an error, Ctrl-C),
+# since a group of its own does not get the terminal's hangup.
+_RUNNING: set[int] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for pgid in list(_RUNNING):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 class LocalHost(Host):
     """This machine."""
+
+    local = True
 
     def __init__(self) -> None:
         self.name = socket.gethostname()
@@ -183,6 +201,7 @@ class LocalHost(Host):
             return CommandResult(args, None, seconds=time.monotonic() - started, error="permission denied")
         except OSError as exc:
             return CommandResult(args, None, seconds=time.monotonic() - started, error=exc.strerror or str(exc))
+        _RUNNING.add(proc.pid)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -202,6 +221,8 @@ class LocalHost(Host):
             _kill_group(proc)
             proc.wait()
             raise
+        finally:
+            _RUNNING.discard(proc.pid)
         _kill_group(proc)  # leftovers of a command that exited but left children behind
         return CommandResult(args, proc.returncode, stdout[:MAX_OUTPUT], stderr[:MAX_OUTPUT], time.monotonic() - started)
 
@@ -338,7 +359,3 @@ class LocalHost(Host):
             return pwd.getpwuid(os.getuid()).pw_dir
         except KeyError:
             return os.path.expanduser("~")
-
-
-def match_any(name: str, patterns: Sequence[str]) -> bool:
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)

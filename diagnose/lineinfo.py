@@ -8,7 +8,8 @@ import time
 from datetime import datetime, timedelta, timezone
 
 # CSI sequences (colours, cursor moves), OSC sequences (titles, hyperlinks), and 2-byte escapes.
-ANSI_BYTES = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# None may span a '\r' or '\n': stripping must never join lines or shift line numbers.
+ANSI_BYTES = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 _MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
 
@@ -21,9 +22,13 @@ _DMESG_HUMAN = re.compile(
     r"^\s*\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3})\s+(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})\]"
 )
 _SYSLOG = re.compile(r"^(\w{3})\s+(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d+)? ")
-_GLOG = re.compile(r"^\[?[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
+_GLOG = re.compile(r"^\[?[IWEF](\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
 
-_RANK = re.compile(r"^\s*\[(?:rank|default|Rank |RANK )(\d+)\]:?|^\s*rank(\d+):\s")
+# torchrun's "[default0]:" and torch's "[rank0]:" in front of a glog-style "[E1130 05:07:56.342 ...]" line.
+_LAUNCHER_PREFIX = re.compile(r"^\s*(?:\[[A-Za-z_]\w*?\d+\]:)?(?:\[rank\d+\]:)?")
+# torchrun --tee prefixes the LOCAL rank ("[default3]:", by role name); torch's own "[rank11]:"
+# after it is the global rank, so it wins when both are there.
+_RANK = re.compile(r"^\s*\[[A-Za-z_]\w*?\d+\]:\[rank(\d+)\]|^\s*\[(?:rank|default|Rank |RANK )(\d+)\]:?|^\s*rank(\d+):\s")
 
 
 def strip_ansi(data: bytes) -> bytes:
@@ -35,7 +40,7 @@ def rank_of(line: str) -> int | None:
     match = _RANK.match(line)
     if not match:
         return None
-    return int(match.group(1) or match.group(2))
+    return int(match.group(match.lastindex or 0))  # each alternative has one group
 
 
 def _frac(text: str | None) -> float:
@@ -78,7 +83,7 @@ def log_time(line: str, year_hint: int | None = None) -> float | None:
             return None
         base = _local(y, mo, d, hh, mi, ss)
         return None if base is None else base + _frac(match.group(7))
-    match = _GLOG.match(head)
+    match = _GLOG.match(head) or _GLOG.match(_LAUNCHER_PREFIX.sub("", head, count=1))
     if match and year_hint:
         mo, d, hh, mi, ss = (int(match.group(i)) for i in range(1, 6))
         if 1 <= mo <= 12 and 1 <= d <= 31:

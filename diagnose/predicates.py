@@ -13,9 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-
 
 class PredicateError(ValueError):
     pass
@@ -101,22 +98,32 @@ def version_spec(raw: Any) -> Predicate:
         raw = f"=={raw}"
     if not isinstance(raw, str):
         raise PredicateError(f"expected a version specifier like '>=0.19', got {raw!r}")
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         spec = SpecifierSet(raw)
     except InvalidSpecifier:
         raise PredicateError(f"invalid version specifier {raw!r}") from None
     if not str(spec):
         raise PredicateError(f"empty version specifier {raw!r}")
+    text = raw  # the closure keeps the text: cached rule sets then unpickle without packaging
 
     def test(value: Any) -> bool:
-        try:
-            version = Version(str(value))
-        except InvalidVersion:
-            return False
-        # Local and pre-release builds (2.4.0+cu121, 0.19.0rc1) still count as their release.
-        return spec.contains(version, prereleases=True)
+        return _version_matches(text, str(value))
 
     return Predicate(raw, test)
+
+
+def _version_matches(spec_text: str, value: str) -> bool:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        version = Version(value)
+    except InvalidVersion:
+        return False
+    # Local and pre-release builds (2.4.0+cu121, 0.19.0rc1) still count as their release.
+    return SpecifierSet(spec_text).contains(version, prereleases=True)
 
 
 def signal_number(raw: Any) -> Predicate:

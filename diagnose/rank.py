@@ -12,7 +12,7 @@ unrecognised cause so the tool is never silent about a crash.
 from __future__ import annotations
 
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 
 from diagnose.evidence import Evidence, TextKind
 from diagnose.findings import Cause, EvidenceItem, Finding
@@ -74,7 +74,9 @@ def _sort_key(cause: Cause, order: tuple[int, int]) -> tuple[int, int, bool, flo
 def rank(findings: Sequence[Finding], evidence: Evidence, min_severity: str | None = None) -> list[Cause]:
     pairs = [(to_cause(f), f.order) for f in findings]
     if not any(tier(c.role, c.severity) == 0 for c, _ in pairs):
-        pairs.extend((c, (0, c.evidence[-1].line or 0)) for c in unrecognised_causes(evidence))
+        # Only lines a rule's own patterns matched: an analyzer may quote the unrecognised error itself.
+        recognised = {location for f in findings for location in f.matched}
+        pairs.extend((c, (0, c.evidence[-1].line or 0)) for c in unrecognised_causes(evidence, recognised))
     pairs.sort(key=lambda pair: _sort_key(*pair))
     causes = [cause for cause, _ in pairs]
     roots = [c for c in causes if tier(c.role, c.severity) == 0]
@@ -94,15 +96,21 @@ def _with_explains(cause: Cause, symptoms: tuple[str, ...]) -> Cause:
     return replace(cause, explains=symptoms)
 
 
-def unrecognised_causes(evidence: Evidence) -> list[Cause]:
-    """The last exception per rank/thread of every log, as low-confidence causes."""
+def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = frozenset()) -> list[Cause]:
+    """The last exception per rank/thread of every log, as low-confidence causes.
+
+    A crash whose lines a rule already matched (a symptom such as a peer's "Connection closed",
+    the ChildFailedError summary) is recognised, not unrecognised: it is left out, so the one
+    crash nothing explains (e.g. the first rank's own ValueError) is the one reported.
+    """
     crashes: list[tuple[str, Crash]] = []
     for source in evidence.texts_of(TextKind.LOG):
         try:
             found = find_crashes(source.path, source.rank)
         except Exception:  # a log we could scan but not re-read is not worth failing over
             continue
-        crashes.extend((source.display, crash) for crash in found)
+        crashes.extend((source.display, crash) for crash in found
+                       if not any((source.display, line) in recognised for line, _text in crash.lines))
     grouped: dict[tuple[str, str], list[tuple[str, Crash]]] = {}
     for display, crash in crashes:
         grouped.setdefault((crash.exc_type, crash.message[:200]), []).append((display, crash))

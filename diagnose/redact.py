@@ -2,8 +2,9 @@
 
 Training logs carry secrets: a launcher that echoes `export WANDB_API_KEY=...`, an HTTP debug dump
 with its `Authorization:` header, a token in a URL. Reports end up in CI artifacts, issues and
-code-scanning alerts, so every string of a Diagnosis is masked once, by `redact_diagnosis`, before
-any reporter sees it (diagnose.report.render calls it; it is the only way reports are made).
+code-scanning alerts, so every string of a Diagnosis is masked by `redact_diagnosis` before any
+reporter sees it: diagnose.report.reporter() wraps every format with it, so no format (and no
+caller) can skip it.
 
 The patterns aim at secrets, not at every word near "key": `WANDB_API_KEY set=True` and
 `hf_hub_download(` stay as they are, `eos_token='</s>'` too. Values that are clearly not a

@@ -8,16 +8,12 @@ costs a reported gap, never a hang.
 
 from __future__ import annotations
 
-import importlib
 import re
 from typing import Any
 
 import regex
 
-try:  # Python 3.11+ moved sre_parse to re._parser (and deprecated the old name)
-    sre_parse: Any = importlib.import_module("re._parser")
-except ImportError:  # pragma: no cover - Python 3.10
-    sre_parse = importlib.import_module("sre_parse")
+from diagnose.sre import parser as sre_parse
 
 TORTURE_TIMEOUT = 0.5
 _UNBOUNDED = 65535  # sre's MAXREPEAT shows as a large number

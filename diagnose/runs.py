@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagnose.configfile import default_config_path
 from diagnose.errors import ConfigError, DiagnoseError
 from diagnose.evidence import Evidence
 from diagnose.hosts import Host, LocalHost
 
-CONFIG_NAME = "diagnose.toml"
 TEMPLATE_FIELDS = ("run", "home", "user", "host")
 TOP_KEYS = ("rules", "collect", "run", "runs")
 COLLECT_KEYS = ("timeout", "budget", "skip")
@@ -106,15 +106,6 @@ def _toml_loads(text: str) -> dict[str, Any]:
         import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
     result: dict[str, Any] = tomllib.loads(text)
     return result
-
-
-def default_config_path(cwd: Path | None = None) -> Path | None:
-    local = (cwd or Path.cwd()) / CONFIG_NAME
-    if local.is_file():
-        return local
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    user = Path(base) / "diagnose" / "config.toml"
-    return user if user.is_file() else None
 
 
 class _Lines:
@@ -284,9 +275,10 @@ class RunSpec:
     skip: tuple[str, ...] = ()
 
     def time_window(self) -> tuple[float | None, float | None]:
-        """The run's time span for the kernel log: from a little before its start to an hour
-        after its last write (the OOM killer strikes after the last line); None = open."""
-        start = self.started_at - 600 if self.started_at is not None else None
+        """The run's time span for the kernel log: from two minutes before its start (dmesg's
+        clock drifts a little from the wall clock) to an hour after its last write (the OOM
+        killer strikes after the last line); None = open."""
+        start = self.started_at - 120 if self.started_at is not None else None
         end = self.last_activity + 3600 if self.last_activity is not None else None
         return start, end
 
@@ -343,9 +335,10 @@ def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host
         section=section, workdir=workdir, timeout=config.timeout, budget=config.budget, skip=config.skip,
     )
     search = list(dict.fromkeys(([workdir] if workdir and "dir" in rendered else []) + dirs))
+    anchor = workdir or str(base_dir)  # relative paths: from the run's dir, else the config's folder
 
     if "logs" in rendered:
-        spec.expected_logs = [_absolute(p, workdir) for p in rendered["logs"]]
+        spec.expected_logs = [_absolute(p, anchor) for p in rendered["logs"]]
         for pattern in spec.expected_logs:
             if _GLOB_CHARS.search(pattern):
                 spec.logs.extend(p for p in host.glob(pattern) if _is_file(host, p))
@@ -354,18 +347,19 @@ def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host
                 spec.logs.append(pattern)
     if "error_files" in rendered:
         for pattern in rendered["error_files"]:
-            spec.error_files.extend(p for p in host.glob(_absolute(pattern, workdir)) if _is_file(host, p))
+            spec.error_files.extend(p for p in host.glob(_absolute(pattern, anchor)) if _is_file(host, p))
     if "checkpoints" in rendered:
-        spec.checkpoint_dir = _absolute(rendered["checkpoints"], workdir)
+        spec.checkpoint_dir = _absolute(rendered["checkpoints"], anchor)
     spec.tmux_session = rendered.get("tmux_session")
     spec.tmux_socket = rendered.get("tmux_socket")
     spec.tmux_socket_name = rendered.get("tmux_socket_name")
     if "python" in rendered:
-        spec.python, spec.python_source = _absolute(rendered["python"], workdir), "config python"
+        python = rendered["python"]  # a bare name (python3) is looked up on the host's PATH
+        spec.python, spec.python_source = (_absolute(python, anchor) if "/" in python else python), "config python"
     elif "venv" in rendered:
-        spec.python, spec.python_source = os.path.join(_absolute(rendered["venv"], workdir), "bin", "python"), "config venv"
+        spec.python, spec.python_source = os.path.join(_absolute(rendered["venv"], anchor), "bin", "python"), "config venv"
     if "pid_file" in rendered:
-        spec.pid_file = _absolute(rendered["pid_file"], workdir)
+        spec.pid_file = _absolute(rendered["pid_file"], anchor)
     spec.match = rendered.get("match")
     if "kernel_logs" in rendered:
         spec.kernel_logs = list(rendered["kernel_logs"])
@@ -425,7 +419,7 @@ def _discover(spec: RunSpec, search: Sequence[str], wandb_dir: str | None, want_
         if _is_bundle_dir(host, folder):
             spec.notes.append(f"{folder} looks like a saved bundle; diagnose it with `diagnose {folder}`")
             return
-        if "wandb-metadata.json" in host.listdir(os.path.join(folder, "files")):
+        if _is_wandb_run(host, folder):
             _take_wandb(spec, folder, add_log if want_logs else None)
             return
         for name in host.listdir(folder):
@@ -476,7 +470,7 @@ def _discover(spec: RunSpec, search: Sequence[str], wandb_dir: str | None, want_
         for wandb in ([_absolute(wandb_dir, spec.workdir)] if wandb_dir else [os.path.join(top, "wandb")]):
             spec.looked.append(f"{wandb}/*-{spec.id}")
             for folder in host.glob(os.path.join(wandb, f"*-{glob_escape(spec.id)}")):
-                if folder not in spec.wandb_dirs and "wandb-metadata.json" in host.listdir(os.path.join(folder, "files")):
+                if folder not in spec.wandb_dirs and _is_wandb_run(host, folder):
                     _take_wandb(spec, folder, add_log if want_logs else None)
     tmp = host.environ().get("TMPDIR") or "/tmp"
     pattern = os.path.join(tmp, "torchelastic_*", f"{glob_escape(spec.id)}_*")
@@ -495,6 +489,14 @@ def glob_escape(text: str) -> str:
     import glob
 
     return glob.escape(text)
+
+
+def _is_wandb_run(host: Host, folder: str) -> bool:
+    """wandb/run-<date>-<id>/ (offline-run-... offline): a files/ folder of what the run wrote."""
+    files = set(host.listdir(os.path.join(folder, "files")))
+    name = os.path.basename(folder)
+    shaped = name.startswith(("run-", "offline-run-")) or os.path.basename(os.path.dirname(folder)) == "wandb"
+    return bool(files & {"output.log", "requirements.txt", "wandb-metadata.json", "config.yaml"}) and shaped
 
 
 def _take_wandb(spec: RunSpec, folder: str, add_log: Any) -> None:
@@ -589,6 +591,37 @@ def evidence_for_run(run_id: str, config: Config, search_dirs: list[Path], progr
     if not found_anything(spec, evidence):
         raise nothing_found(spec)
     return evidence
+
+
+class PendingRun:
+    """evidence_for_run in a background thread, so collecting (mostly waiting on tmux, dmesg,
+    the run's interpreter and the GPU driver) overlaps with loading and compiling the rules."""
+
+    def __init__(self, run_id: str, config: Config, search_dirs: list[Path], progress: bool = False) -> None:
+        import threading
+
+        self._result: Evidence | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, args=(run_id, config, search_dirs, progress),
+                                        name="collect", daemon=True)
+        self._thread.start()
+
+    def _work(self, run_id: str, config: Config, search_dirs: list[Path], progress: bool) -> None:
+        try:
+            self._result = evidence_for_run(run_id, config, search_dirs, progress)
+        except BaseException as exc:  # handed to the caller of evidence()
+            self._error = exc
+
+    def evidence(self) -> Evidence:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+def start_run(run_id: str, config: Config, search_dirs: list[Path], progress: bool = False) -> PendingRun:
+    return PendingRun(run_id, config, search_dirs, progress)
 
 
 def collect_bundle(run_id: str, config: Config, search_dirs: list[Path], out: Path, progress: bool = False) -> tuple[Path, Any]:

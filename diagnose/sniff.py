@@ -6,9 +6,6 @@ import re
 from pathlib import Path
 
 from diagnose.evidence import FileKind
-from diagnose.parsers.elastic import looks_like_elastic_error
-from diagnose.parsers.gpu import looks_like_nvidia_smi
-from diagnose.parsers.packages import looks_like_packages
 
 KIND_NAMES = {kind.value: kind for kind in FileKind}
 
@@ -64,7 +61,25 @@ def kind_from_name(path: Path) -> FileKind | None:
     return None
 
 
+_NVIDIA_SMI_HEADER = re.compile(r"NVIDIA-SMI\s+\S+\s+Driver Version:\s*\S+\s+CUDA Version:\s*\S+")
+
+
+def looks_like_nvidia_smi(text: str) -> bool:
+    head = text[:4000]
+    return bool(_NVIDIA_SMI_HEADER.search(head)) or "==============NVSMI LOG==============" in head or "<nvidia_smi_log>" in head or (
+        head.startswith("index,") and "memory.used" in head.split("\n", 1)[0]
+    )
+
+
+def looks_like_elastic_error(text: str) -> bool:
+    head = text[:4000]
+    return head.lstrip().startswith("{") and '"message"' in head and ("extraInfo" in head or "py_callstack" in head or "errorTraits" in head)
+
+
+
 def kind_from_content(text: str) -> FileKind:
+    from diagnose.parsers.packages import looks_like_packages
+
     if looks_like_nvidia_smi(text):
         return FileKind.NVIDIA_SMI
     if looks_like_elastic_error(text):
@@ -87,7 +102,7 @@ def sniff(path: Path, head: bytes) -> FileKind:
     if by_name is not None:
         # A name is only a hint: a "requirements.txt" full of tracebacks is a log.
         content = kind_from_content(text)
-        if by_name is FileKind.PACKAGES and content is FileKind.LOG and not looks_like_packages(text) and text.strip():
+        if by_name is FileKind.PACKAGES and content is FileKind.LOG and text.strip():
             return FileKind.LOG
         return by_name
     return kind_from_content(text)

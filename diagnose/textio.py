@@ -5,17 +5,18 @@ Nothing here ever writes to or deletes the evidence it reads.
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import lzma
+import contextlib
+import io
 import os
-import zlib
+import queue
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar, cast
 
 from diagnose.errors import InputError
 
+T = TypeVar("T")
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
 HEAD_BYTES = 64 * 1024
 CHUNK_BYTES = 16 * 1024 * 1024
@@ -27,11 +28,18 @@ def open_stream(path: Path) -> IO[bytes]:
     """Open a file for binary reading, decompressing .gz/.bz2/.xz transparently."""
     name = path.name.lower()
     try:
+        # Decompressors are imported when a compressed file comes: most runs never need them.
         if name.endswith(".gz"):
+            import gzip
+
             return gzip.open(path, "rb")  # type: ignore[return-value]
         if name.endswith(".bz2"):
+            import bz2
+
             return bz2.open(path, "rb")
         if name.endswith(".xz"):
+            import lzma
+
             return lzma.open(path, "rb")
         return open(path, "rb", buffering=0)
     except PermissionError:
@@ -47,11 +55,18 @@ def open_stream(path: Path) -> IO[bytes]:
 def _read_error(path: Path, exc: Exception) -> InputError:
     if isinstance(exc, PermissionError):
         return InputError(f"{path}: permission denied")
-    if isinstance(exc, (gzip.BadGzipFile, zlib.error, EOFError)):
-        return InputError(f"{path}: corrupt or truncated compressed file ({exc})")
-    if isinstance(exc, (lzma.LZMAError, OSError)) and not isinstance(exc, FileNotFoundError):
-        return InputError(f"{path}: cannot read ({exc})")
+    if is_compressed(path):
+        import gzip
+        import lzma
+        import zlib
+
+        if isinstance(exc, (gzip.BadGzipFile, zlib.error, EOFError, lzma.LZMAError)):
+            return InputError(f"{path}: corrupt or truncated compressed file ({exc})")
     return InputError(f"{path}: cannot read ({exc})")
+
+
+def is_compressed(path: Path) -> bool:
+    return path.name.lower().endswith(COMPRESSED_SUFFIXES)
 
 
 def read_head(path: Path, limit: int = HEAD_BYTES) -> bytes:
@@ -73,10 +88,26 @@ def read_text(path: Path, limit: int = 32 * 1024 * 1024) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+_NEWLINES: dict[tuple[str, int, int], int] = {}  # (path, size, mtime_ns) -> '\n' count of a whole file
+
+
+def remember_newlines(path: Path, size: int, newlines: int) -> None:
+    """Record the newline count of a plain file just read whole (`size` bytes), so read_tail
+    need not read its head again to number its lines."""
+    if is_compressed(path):
+        return
+    try:
+        stat = path.stat()
+    except OSError:
+        return
+    if stat.st_size == size:
+        _NEWLINES[(str(path), size, stat.st_mtime_ns)] = newlines
+
+
 def read_tail(path: Path, limit: int) -> tuple[bytes, int]:
     """The last `limit` bytes of the (decompressed) file, starting at a line boundary, and the
     1-based number of the first line returned."""
-    if path.name.lower().endswith(COMPRESSED_SUFFIXES):
+    if is_compressed(path):
         window = b""
         next_line = 1
         for base_line, chunk in iter_chunks(path):
@@ -86,12 +117,16 @@ def read_tail(path: Path, limit: int) -> tuple[bytes, int]:
         whole = first_line == 1 and next_line == 1 + window.count(b"\n")
         return (window, 1) if whole and len(window) < limit else _drop_partial_line(window, first_line)
     try:
-        size = path.stat().st_size
+        stat = path.stat()
+        size = stat.st_size
         with open(path, "rb") as handle:
             if size <= limit:
                 return handle.read(), 1
             handle.seek(size - limit)
             data = handle.read(limit)
+            total = _NEWLINES.get((str(path), size, stat.st_mtime_ns))
+            if total is not None and len(data) == limit:  # the scan counted them already
+                return _drop_partial_line(data, total - data.count(b"\n") + 1)
             # Counting newlines before the window costs one pass over the head; it keeps line
             # numbers true to the file.
             handle.seek(0)
@@ -141,27 +176,118 @@ def iter_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[in
     on the line number of the '\\n' line that holds them.
     """
     line_no = 1
-    carry = b""
+    for buffer, size in iter_blocks(path, chunk_bytes):
+        chunk = bytes(memoryview(buffer)[:size])
+        yield line_no, chunk
+        line_no += chunk.count(b"\n")
+
+
+def iter_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES, ring: int = 2) -> Iterator[tuple[bytearray, int]]:
+    """Yield (buffer, size): the (decompressed) file in pieces, `buffer[:size]`, each ending at
+    a newline except the file's last and a line longer than MAX_CARRY (cut at a '\\r' if it
+    has one, else anywhere).
+
+    The bytes are read straight into `ring` reusable buffers, so a long file costs no
+    allocation per piece: a piece stays valid while the next `ring - 1` pieces are read
+    (with the default of 2: while the next one is read), then its buffer is reused. Only the
+    unfinished line at a piece's end is copied, to the next buffer's start.
+    """
+    ring = max(ring, 2)
+    known = file_size(path) if not is_compressed(path) else 0
+    # A small file gets a buffer its size: allocating (and zeroing) 16 MiB would dominate.
+    first_size = min(chunk_bytes, known + 1) if known else chunk_bytes
+    buffers: list[bytearray] = [bytearray(first_size)]
+    index = 0
+    filled = 0  # bytes in buffers[index]: the carried unfinished line, then what was read
+    eof = False
     with open_stream(path) as stream:
-        while True:
-            try:
-                block = stream.read(chunk_bytes)
-            except Exception as exc:
-                raise _read_error(path, exc) from None
-            if not block:
+        readinto = cast(io.RawIOBase, stream).readinto  # every stream open_stream returns has it
+        while not eof:
+            buffer = buffers[index]
+            with memoryview(buffer) as view:
+                while filled < len(buffer):
+                    try:
+                        count = readinto(view[filled:])
+                    except Exception as exc:
+                        raise _read_error(path, exc) from None
+                    if not count:
+                        eof = True
+                        break
+                    filled += count
+            if not filled:
                 break
-            data = carry + block if carry else block
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                if len(data) < MAX_CARRY:
-                    carry = data
-                    continue
-                cut = max(data.rfind(b"\r"), len(data) - 1)  # a giant line: cut it anyway
-            chunk, carry = data[: cut + 1], data[cut + 1 :]
-            yield line_no, chunk
-            line_no += chunk.count(b"\n")
-    if carry:
-        yield line_no, carry
+            if eof:
+                cut = filled
+            else:
+                newline = buffer.rfind(b"\n", 0, filled)
+                if newline < 0:
+                    if len(buffer) < MAX_CARRY:  # one line longer than the buffer: grow it
+                        buffers[index] = buffer = buffer + bytes(len(buffer))
+                        continue
+                    newline = buffer.rfind(b"\r", 0, filled)
+                    cut = newline + 1 if newline >= 0 else filled
+                else:
+                    cut = newline + 1
+            yield buffer, cut  # in use while the next piece is read into another buffer
+            rest = filled - cut
+            index = (index + 1) % ring
+            if index == len(buffers):
+                buffers.append(bytearray(max(len(buffer), rest + 1)))
+            elif len(buffers[index]) < rest + 1:
+                buffers[index] = bytearray(max(len(buffer), rest + 1))
+            if rest:  # the unfinished line moves to the next buffer's start
+                buffers[index][:rest] = memoryview(buffer)[cut:filled]
+            filled = rest
+
+
+class _Failure:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def prefetch(items: Iterator[T]) -> Iterator[T]:
+    """Run the iterator one item ahead in a thread: reading and decompressing release the
+    GIL, so the next piece is read while this one is scanned. With iter_blocks, give it a
+    ring of 3: one piece in use, one waiting, one being read."""
+    waiting: queue.Queue[object] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    done = object()
+
+    def run() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        waiting.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    break
+        except BaseException as exc:  # handed to the consumer
+            waiting.put(_Failure(exc))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()  # a generator: its `with` blocks close the file
+        waiting.put(done)
+
+    thread = threading.Thread(target=run, name="diagnose-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = waiting.get()
+            if item is done:
+                break
+            if isinstance(item, _Failure):
+                raise item.error
+            yield cast(T, item)
+    finally:
+        stop.set()
+        while thread.is_alive():  # let the reader see `stop`, never block on a full queue
+            with contextlib.suppress(queue.Empty):
+                waiting.get(timeout=0.1)
+        thread.join()
 
 
 def file_size(path: Path) -> int:

@@ -17,7 +17,7 @@ from diagnose.textio import read_tail
 
 TAIL_BYTES = 4 * 1024 * 1024
 
-_PREFIX = re.compile(r"^\s*\[(?:rank|default|Rank |RANK )\d+\]:?\s?|^\s*rank\d+:\s")
+_PREFIX = re.compile(r"^\s*(?:\[[A-Za-z_]\w*?\d+\]:)?\[(?:rank|default|Rank |RANK )\d+\]:?\s?|^\s*rank\d+:\s")
 _THREAD = re.compile(r"^Exception in thread (?P<name>.+?):\s*$")
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):\s*$")
 _EXCEPTION = re.compile(

@@ -108,3 +108,31 @@ def test_help_does_not_import_the_engine() -> None:
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('regex','rich','yaml','hyperscan') or m in ('diagnose.engine','diagnose.scan')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_config_rule_folder_loads_for_scan_and_rules_list(tmp_path: Path) -> None:
+    rules = tmp_path / "team-rules" / "demo"
+    rules.mkdir(parents=True)
+    (rules / "demo.shard-check.yaml").write_text(
+        "id: demo.shard-check\ntitle: Shard check failed\ncategory: demo\nrole: root\nseverity: error\n"
+        "confidence: 0.9\nwhen:\n  any:\n    - log: 'Initialising wandb'\nexplanation: x\nfix: [y]\n"
+    )
+    (tmp_path / "diagnose.toml").write_text('rules = ["team-rules"]\n')
+    log = tmp_path / "train.log"
+    shutil.copy(WANDB_LOG, log)
+    listed = run_cli(["rules", "list", "--category", "demo"], cwd=tmp_path)
+    assert "demo.shard-check" in listed.stdout
+    scanned = run_cli(["scan", str(log), "--format", "json"], cwd=tmp_path)
+    assert "demo.shard-check" in [c["id"] for c in json.loads(scanned.stdout)["causes"]]
+    elsewhere = run_cli(["scan", str(log), "--format", "json"], cwd=tmp_path / "team-rules")
+    assert "demo.shard-check" not in [c["id"] for c in json.loads(elsewhere.stdout)["causes"]]
+
+
+def test_failed_nvidia_smi_output_is_scanned_for_driver_errors(tmp_path: Path) -> None:
+    # What nvidia-smi printed in a public report (https://github.com/tinygrad/open-gpu-kernel-modules/issues/47).
+    smi = tmp_path / "nvidia-smi.txt"
+    smi.write_text("Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.124\n")
+    result = run_cli(["scan", str(smi), "--format", "json"])
+    data = json.loads(result.stdout)
+    assert data["causes"][0]["id"] == "gpu.nvml-driver-mismatch"
+    assert any(g["source"] == "gpu" and "no GPU state" in g["reason"] for g in data["gaps"])

@@ -150,3 +150,33 @@ def test_no_unrecognised_cause_when_a_root_explains_it(tmp_path: Path) -> None:
     evidence = evidence_for_case({"log": ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>', "KeyError: 'labels'"]}, work)
     causes = rank(run_rules([rule], evidence).findings, evidence)
     assert [c.id for c in causes] == ["t.key"]
+
+
+def test_maybe_adds_captures_without_deciding(tmp_path: Path) -> None:
+    rule = make_rule(tmp_path, "t.maybe", """\
+        all:
+          - log: 'Error\\(s\\) in loading state_dict for (?P<model>\\w+)'
+        maybe:
+          - log: 'size mismatch for (?P<param>[\\w.]+)'
+        """)
+    work = tmp_path / "w"
+    work.mkdir()
+    with_param = evidence_for_case({"log": [
+        "RuntimeError: Error(s) in loading state_dict for MLP:",
+        "\tsize mismatch for encoder.0.weight: copying a param with shape torch.Size([128, 32]) from checkpoint, the shape in current model is torch.Size([256, 32]).",
+    ]}, work)
+    finding = run_rules([rule], with_param).findings[0]
+    assert finding.captures == {"model": "MLP", "param": "encoder.0.weight"}
+    assert len(finding.evidence) == 2
+    assert evaluate(tmp_path, [rule], {"log": ["RuntimeError: Error(s) in loading state_dict for MLP:"]})[0] == ["t.maybe"]
+    assert evaluate(tmp_path, [rule], {"log": ["\tsize mismatch for encoder.0.weight"]})[0] == []
+
+
+def test_maybe_is_refused_under_any(tmp_path: Path) -> None:
+    import pytest
+
+    from diagnose.errors import RuleError
+
+    with pytest.raises(RuleError) as info:
+        make_rule(tmp_path, "t.badmaybe", "any:\n  - log: 'a'\n  - maybe:\n      - log: 'b'")
+    assert "'maybe' can only appear under 'all'" in "\n".join(info.value.details)

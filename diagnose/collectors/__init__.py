@@ -101,16 +101,22 @@ class CollectorInfo:
 
 
 def registry() -> list[CollectorInfo]:
-    from diagnose.collectors import checkpoints, dmesg, gpu, logs, packages, process, tmux
+    from diagnose.collectors.checkpoints import collect as checkpoints
+    from diagnose.collectors.dmesg import collect as dmesg
+    from diagnose.collectors.gpu import collect as gpu
+    from diagnose.collectors.logs import collect as logs
+    from diagnose.collectors.packages import collect as packages
+    from diagnose.collectors.process import collect as process
+    from diagnose.collectors.tmux import collect as tmux
 
     return [
-        CollectorInfo("logs", logs.collect, 10.0),
-        CollectorInfo("dmesg", dmesg.collect, 10.0),
-        CollectorInfo("checkpoints", checkpoints.collect, 10.0),
-        CollectorInfo("tmux", tmux.collect, 5.0),
-        CollectorInfo("packages", packages.collect, 20.0),
-        CollectorInfo("gpu", gpu.collect, 20.0),
-        CollectorInfo("process", process.collect, 5.0),
+        CollectorInfo("logs", logs, 10.0),
+        CollectorInfo("dmesg", dmesg, 10.0),
+        CollectorInfo("checkpoints", checkpoints, 10.0),
+        CollectorInfo("tmux", tmux, 5.0),
+        CollectorInfo("packages", packages, 20.0),
+        CollectorInfo("gpu", gpu, 20.0),
+        CollectorInfo("process", process, 5.0),
     ]
 
 
@@ -226,7 +232,7 @@ def collect_run(spec: RunSpec, progress: bool = False, collectors: Sequence[Coll
             setattr(manifest, key, value)
         run_info.update(output.run)
         manifest.gaps.extend({"source": g.source, "reason": g.reason} for g in output.gaps)
-        if output.status != "ok" and output.reason and not any(g.source == info.name for g in output.gaps):
+        if output.status in ("gap", "timeout", "error") and output.reason and not any(g.source == info.name for g in output.gaps):
             manifest.gaps.append({"source": info.name, "reason": output.reason})
         notes.extend(output.notes)
     manifest.collectors = {info.name: statuses[info.name] for info in chosen}

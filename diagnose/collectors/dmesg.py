@@ -1,5 +1,6 @@
 """Kernel log lines within the run's time window: `dmesg`, else `journalctl -k`, else the
-syslog files (/var/log/kern.log, /var/log/messages).
+syslog files (/var/log/kern.log, /var/log/messages). For a run that ended before the machine
+last booted, `journalctl -k -b -1` (the ring buffer starts afresh at boot).
 
 dmesg stamps lines with seconds since boot; the boot time (btime in /proc/stat) goes into the
 manifest so the scanner and any later reader put them on the wall clock. A dmesg that is not
@@ -26,28 +27,37 @@ def collect(ctx: Context) -> Output:
     host = ctx.host
     boot = host.boot_time()
     start, end = spec.time_window()
+    if start is None and spec.tmux_session:
+        start = _tmux_started(ctx)
     tried: list[str] = []
     denied = timed_out = False
+    # A run that ended before the machine last booted (a GPU fault often ends in a reboot): the
+    # ring buffer holds only this boot, the journal keeps the one before.
+    before_boot = boot is not None and spec.last_activity is not None and spec.last_activity < boot
 
-    result = ctx.run(["dmesg"], cap=ctx.remaining() * 0.4)
-    if result.ok and result.stdout.strip():
-        kept, total = _window_dmesg(result.stdout, boot, start, end)
-        return _output(ctx, "dmesg", "kernel/dmesg.txt", kept, total, boot, start, end)
-    tried.append(result.failure() if not result.ok else "dmesg printed nothing")
-    denied |= bool(_PERMISSION.search(result.err)) or result.error == "permission denied"
-    timed_out |= result.timed_out
+    if before_boot:
+        tried.append("dmesg: the run ended before the last boot, the ring buffer only holds this boot")
+    else:
+        result = ctx.run(["dmesg"], cap=ctx.remaining() * 0.4)
+        if result.ok and result.stdout.strip():
+            kept, total = _window_dmesg(result.stdout, boot, start, end)
+            return _output(ctx, "dmesg", "kernel/dmesg.txt", kept, total, boot, start, end)
+        tried.append(result.failure() if not result.ok else "dmesg printed nothing")
+        denied |= bool(_PERMISSION.search(result.err)) or result.error == "permission denied"
+        timed_out |= result.timed_out
 
-    argv = ["journalctl", "-k", "--no-pager", "-q", "-o", "short-iso"]
+    argv = ["journalctl", "-k", "--no-pager", "-q", "-o", "short-iso"] + (["-b", "-1"] if before_boot else [])
     if start is not None:
         argv += ["--since", f"@{int(start)}"]
+    source = "journalctl -k" + (" -b -1" if before_boot else "")
     result = ctx.run(argv, cap=ctx.remaining() * 0.6)
     lines = [line for line in result.stdout.splitlines(keepends=True) if line.strip() and not line.startswith(b"-- ")]
     if result.ok and lines:
         kept, total = _window_clock(b"".join(lines), start, end, time.localtime().tm_year)
-        return _output(ctx, "journalctl -k", "kernel/journalctl-k.txt", kept, total, boot, start, end)
+        return _output(ctx, source, "kernel/journalctl-k.txt", kept, total, boot, start, end)
     if result.ok:
         why = next((line.strip() for line in result.err.splitlines() if line.strip()), "") or "no entries"
-        tried.append(f"journalctl -k: {why}")
+        tried.append(f"{source}: {why}")
         denied |= bool(_PERMISSION.search(result.err))
     else:
         tried.append(result.failure())
@@ -83,6 +93,20 @@ def collect(ctx: Context) -> Output:
     out = Output(status="timeout" if timed_out and not denied else "gap", reason=f"{head} ({'; '.join(tried)})")
     out.run["boot_time"] = boot
     return out
+
+
+def _tmux_started(ctx: Context) -> float | None:
+    """When the run's tmux server made its socket: nothing in the kernel log before that can
+    explain a launch in that server (used when the run left no timestamps at all)."""
+    from diagnose.parsers.tmux import socket_path
+
+    spec = ctx.spec
+    path, _how = socket_path(ctx.host.uid(), ctx.host.environ(), spec.tmux_socket_name, spec.tmux_socket)
+    try:
+        st = ctx.host.stat(path)
+    except PermissionError:
+        return None
+    return st.mtime - 2 if st is not None else None  # btime is whole seconds
 
 
 def _output(ctx: Context, source: str, bundle_path: str, kept: bytes, total: int, boot: float | None,

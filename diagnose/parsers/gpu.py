@@ -22,13 +22,6 @@ _MEM_ROW = re.compile(
 _PROC_ROW = re.compile(r"^\|\s+(?P<gpu>\d+)\s+\S+\s+\S+\s+(?P<pid>\d+)\s+\S+\s+(?P<name>.+?)\s+(?P<mem>\d+|N/A)(?:MiB)?\s+\|$")
 
 
-def looks_like_nvidia_smi(text: str) -> bool:
-    head = text[:4000]
-    return bool(_HEADER.search(head)) or "==============NVSMI LOG==============" in head or "<nvidia_smi_log>" in head or (
-        head.startswith("index,") and "memory.used" in head.split("\n", 1)[0]
-    )
-
-
 def _num(value: str | None) -> float | None:
     if value is None:
         return None
@@ -180,7 +173,7 @@ def _q_blocks(text: str) -> tuple[dict[str, str], list[tuple[str, list[tuple[tup
             continue
         while stack and stack[-1][0] >= indent:
             stack.pop()
-        path = tuple(name for _, name in stack) + (key,)
+        path = (*(name for _, name in stack), key)
         if value is None:
             stack.append((indent, key))
         else:
@@ -194,7 +187,7 @@ def parse_query_text(text: str, source: str) -> GpuState:
     for index, (bus, pairs) in enumerate(blocks):
         fields = {"/".join(path).lower(): value for path, value in pairs}
 
-        def get(*names: str) -> str | None:
+        def get(*names: str, fields: dict[str, str] = fields) -> str | None:
             for name in names:
                 if name.lower() in fields:
                     return fields[name.lower()]
@@ -204,9 +197,9 @@ def parse_query_text(text: str, source: str) -> GpuState:
         reasons: list[str] = []
         for path, value in pairs:
             lowered = [part.lower() for part in path]
-            if len(lowered) >= 3 and lowered[0] == "ecc errors" and lowered[1] == "volatile":
-                if "uncorrectable" in lowered[2] or (lowered[2] == "double bit" and lowered[-1] == "total"):
-                    uncorrected.append(_count(value))
+            in_volatile = len(lowered) >= 3 and lowered[0] == "ecc errors" and lowered[1] == "volatile"
+            if in_volatile and ("uncorrectable" in lowered[2] or (lowered[2] == "double bit" and lowered[-1] == "total")):
+                uncorrected.append(_count(value))
             if lowered[0] in ("clocks event reasons", "clocks throttle reasons") and value.strip().lower() == "active":
                 reasons.append(reason_name(path[-1]))
         processes = _q_processes(pairs)
@@ -284,7 +277,7 @@ def parse_xml(text: str, source: str) -> GpuState:
                     uncorrected.append(_count(item.text))
                 elif item.tag == "double_bit":
                     uncorrected.append(_count(child_text(item, "total")))
-        reasons = []
+        reasons: list[str] = []
         for section in ("clocks_event_reasons", "clocks_throttle_reasons"):
             block = node.find(section)
             if block is not None:
@@ -334,7 +327,7 @@ def parse_csv(text: str, source: str) -> GpuState:
     gpus: list[Gpu] = []
     driver: str | None = None
     for number, row in enumerate(rows[1:]):
-        values = {name: clean(cell) for name, cell in zip(names, row)}
+        values = {name: clean(cell) for name, cell in zip(names, row, strict=False)}
         driver = driver or values.get("driver_version")
         mask = values.get("clocks_event_reasons.active") or values.get("clocks_throttle_reasons.active")
         reasons: tuple[str, ...] = ()
@@ -405,9 +398,10 @@ def parse_nvml_json(data: object, source: str) -> GpuState:
             pending, failure = remapped.get("pending"), remapped.get("failure")
         retired = raw.get("retired_pages_pending")
         procs = []
-        for proc in raw.get("procs") or []:
+        listed = raw.get("procs")
+        for proc in listed if isinstance(listed, list) else []:
             if isinstance(proc, dict):
-                procs.append(GpuProcess(int(proc.get("pid", 0)), str(proc.get("name", "")), _mib(proc.get("usedGpuMemory"))))
+                procs.append(GpuProcess(int(proc.get("pid", 0)), _reading(proc.get("name")) or "", _mib(proc.get("usedGpuMemory"))))
             elif isinstance(proc, str):
                 pid = re.search(r"'pid':\s*(\d+)", proc)
                 mem_used = re.search(r"'usedGpuMemory':\s*(\d+)", proc)

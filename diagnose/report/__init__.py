@@ -42,7 +42,8 @@ MODULES: dict[Format, str] = {
 }
 
 
-def reporter(fmt: Format) -> Reporter:
+def module_reporter(fmt: Format) -> Reporter:
+    """The format module's own report function, as it is: no masking. Use reporter() or render()."""
     module_name = MODULES.get(fmt)
     if module_name is None:
         raise NotImplementedError(f"the {fmt.value} format is not available yet")
@@ -51,9 +52,21 @@ def reporter(fmt: Format) -> Reporter:
     return func
 
 
+def reporter(fmt: Format) -> Reporter:
+    """The reporter for a format, with secrets masked before it sees the diagnosis: every way to a
+    report goes through diagnose.redact, so no format (and no caller) can forget it."""
+    raw = module_reporter(fmt)
+
+    def masked(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
+               rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None:
+        from diagnose.redact import redact_diagnosis
+
+        raw(redact_diagnosis(diagnosis), out, verbose, rules=rules, fail_on=fail_on)
+
+    return masked
+
+
 def render(fmt: Format, diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
            rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None:
-    """The one way reports are made: secrets are masked here, before any reporter sees the diagnosis."""
-    from diagnose.redact import redact_diagnosis
-
-    reporter(fmt)(redact_diagnosis(diagnosis), out, verbose, rules=rules, fail_on=fail_on)
+    """Write the report of one format (secrets masked)."""
+    reporter(fmt)(diagnosis, out, verbose, rules=rules, fail_on=fail_on)

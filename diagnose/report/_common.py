@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
-from diagnose.findings import Cause, Diagnosis, EvidenceItem
+from diagnose.findings import Diagnosis, EvidenceItem
 from diagnose.rank import SEVERITY_ORDER as SEVERITIES
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -18,10 +17,6 @@ def at_or_above(severity: str, threshold: str) -> bool:
     if threshold not in SEVERITIES or severity not in SEVERITIES:
         return False
     return SEVERITIES.index(severity) <= SEVERITIES.index(threshold)
-
-
-def failing(causes: Iterable[Cause], fail_on: str) -> list[Cause]:
-    return [c for c in causes if at_or_above(c.severity, fail_on)]
 
 
 def strip_ansi(text: str) -> str:

@@ -24,7 +24,7 @@ RELAUNCH_TEXT = {
 }
 # Parentheses and "!" act only next to brackets, "#", "+", "-" only at a line start: no need to escape them inline.
 _INLINE_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
-_LINE_START = re.compile(r"^(\s*)([-+=>#]|\d+[.)])")
+_LINE_START = re.compile(r"^(\s*)([-+=>#]|\d+)")
 
 
 def escape_inline(text: str) -> str:
@@ -32,7 +32,15 @@ def escape_inline(text: str) -> str:
     flat = " ".join(strip_ansi(text).split())
     escaped = _INLINE_SPECIAL.sub(r"\\\1", flat.replace("&", "&amp;"))
     # A leading "-", "+", "=", ">", "#" or "1." would make a list, heading, underline or quote.
-    return _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), escaped)
+    return _LINE_START.sub(_escape_start, escaped)
+
+
+def _escape_start(match: re.Match[str]) -> str:
+    indent, mark = match.group(1), match.group(2)
+    if mark.isdigit():  # "1." / "1)" starts a list; the backslash goes before the punctuation
+        rest = match.string[match.end():match.end() + 1]
+        return indent + mark + ("\\" if rest in (".", ")") else "")
+    return indent + "\\" + mark
 
 
 def code_span(text: str) -> str:

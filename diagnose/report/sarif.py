@@ -7,7 +7,8 @@ addresses taken out, so the same failure seen again (other pid, other line, othe
 same alert, and a new failure is a new one.
 
 GitHub shows a result only where it has a file location, so a cause resting on facts alone
-(tmux state, GPU table) is in the SARIF but not shown as an alert; the other formats show it.
+(tmux state, a log that was never written) is pinned to line 1 of the first scanned file, with a
+location message saying that the evidence is those facts.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from urllib.parse import quote
 from diagnose import __version__
 from diagnose.findings import Cause, Diagnosis, EvidenceItem
 from diagnose.rank import UNRECOGNISED_ID
-from diagnose.report._common import is_file_evidence, one_line, relative_path, scan_root, strip_ansi
+from diagnose.report._common import inputs, is_file_evidence, one_line, relative_path, scan_root, strip_ansi
 from diagnose.report.markdown import escape_inline
 
 if TYPE_CHECKING:
@@ -51,7 +52,8 @@ UNRECOGNISED_FIX = (
 # What changes between two runs of the same failure: clock times, boot-relative times, pids,
 # addresses, counters. Replaced before hashing.
 _VOLATILE: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^\s*\[\s*\d+\.\d+\]\s*"), ""),  # dmesg [  419.229755]
+    # a leading [time]: dmesg's [  419.229755], dmesg -T's [Mon Nov 30 04:36:33 2026]
+    (re.compile(r"^\s*\[[^\]]*(?:\d+\.\d+|\d{1,2}:\d{2}:\d{2})[^\]]*\]\s*"), ""),
     (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<time>"),
     (re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}\b"), "<time>"),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), "0x#"),
@@ -182,7 +184,18 @@ def _message(cause: Cause) -> str:
     return "\n".join(lines)
 
 
-def result(cause: Cause, rule_index: int, root: Path) -> dict[str, Any]:
+def _fact_location(facts: list[EvidenceItem], anchor: str, root: Path) -> dict[str, Any]:
+    """GitHub shows no alert without a file location: a cause resting on collected facts (tmux
+    state, a missing log) is pinned to line 1 of the first scanned input, and says so."""
+    said = "; ".join(f"{f.source}: {one_line(f.text, 200)}" for f in facts) or "no line evidence"
+    return {
+        "physicalLocation": {"artifactLocation": artifact_location(anchor, root), "region": {"startLine": 1}},
+        "message": {"text": f"Not a line of this file: the cause rests on collected facts ({said})."},
+    }
+
+
+def result(cause: Cause, rule_index: int, root: Path, anchor: str | None = None) -> dict[str, Any]:
+    """anchor: the input a cause without file lines is pinned to (None: no location)."""
     lines = [item for item in cause.evidence if is_file_evidence(item)]
     facts = [item for item in cause.evidence if not is_file_evidence(item)]
     entry: dict[str, Any] = {
@@ -204,6 +217,8 @@ def result(cause: Cause, rule_index: int, root: Path) -> dict[str, Any]:
         related = lines[MAX_LOCATIONS:MAX_LOCATIONS + MAX_RELATED]
         if related:
             entry["relatedLocations"] = [_location(item, root, n) for n, item in enumerate(related, 1)]
+    elif anchor is not None:
+        entry["locations"] = [_fact_location(facts, anchor, root)]
     return entry
 
 
@@ -220,6 +235,8 @@ def to_sarif(diagnosis: Diagnosis, rules: Mapping[str, Rule] | None = None, root
             descriptors.append(cause_descriptor(cause))
             known.add(cause.id)
     index = {d["id"]: n for n, d in enumerate(descriptors)}
+    files = [t.display for t in diagnosis.evidence.texts] or inputs(diagnosis)
+    anchor = files[0] if files else None
     run = diagnosis.evidence.run
     sarif_run: dict[str, Any] = {
         "tool": {
@@ -238,7 +255,7 @@ def to_sarif(diagnosis: Diagnosis, rules: Mapping[str, Rule] | None = None, root
                 for gap in diagnosis.gaps
             ],
         }],
-        "results": [result(cause, index[cause.id], base) for cause in diagnosis.causes],
+        "results": [result(cause, index[cause.id], base, anchor) for cause in diagnosis.causes],
         "columnKind": "unicodeCodePoints",
         "properties": {
             "run": {"id": run.id, "mode": run.mode, "host": run.host, "launcher": run.launcher},

@@ -1,17 +1,17 @@
 """The terminal report: ranked causes, each with its evidence as file:line, the fix, and gaps.
 
-Log text is never parsed as rich markup (`[rank0]:` is valid markup): everything is built
-as rich Text objects.
+Lines are built as (text, style) spans and handed to a writer: on a terminal, rich renders
+the styles and wraps to the width; into a file or a pipe the spans are written as plain text
+with whole lines (grep-able), which is what rich would print there anyway, without paying
+for importing rich. Log text is never parsed as rich markup (`[rank0]:` is valid markup):
+spans become rich Text objects, not markup strings.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import IO
-
-from rich.console import Console
-from rich.text import Text
+from typing import IO, Protocol
 
 from diagnose.findings import Cause, Diagnosis
 
@@ -23,27 +23,50 @@ RELAUNCH_TEXT = {
 }
 MAX_TEXT = 300
 
+Span = tuple[str, str]  # (text, rich style; "" for none)
+
+
+class Writer(Protocol):
+    def line(self, *spans: Span) -> None: ...
+
+
+class PlainWriter:
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+
+    def line(self, *spans: Span) -> None:
+        self.out.write("".join(text for text, _ in spans) + "\n")
+
+
+class RichWriter:
+    def __init__(self, out: IO[str]) -> None:
+        from rich.console import Console
+
+        self.console = Console(file=out, highlight=False, emoji=False)
+
+    def line(self, *spans: Span) -> None:
+        from rich.text import Text
+
+        text = Text()
+        for part, style in spans:
+            text.append(part, style=style or None)
+        self.console.print(text, overflow="fold")
+
 
 def _clock(moment: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment)) if moment is not None else ""
 
 
-def _cause(console: Console, number: int, cause: Cause, verbose: bool) -> None:
-    head = Text()
-    head.append(f"{number}. ", style="bold")
-    head.append(cause.title, style="bold")
-    head.append("  ")
-    head.append(f" {cause.severity} ", style=SEVERITY_STYLE.get(cause.severity, ""))
-    head.append(f" {cause.role} · {cause.confidence:.0%}", style="dim")
-    console.print(head)
-    console.print(Text(f"   {cause.id}", style="dim cyan"))
-    console.print(Text("   " + cause.explanation))
+def _cause(w: Writer, number: int, cause: Cause, verbose: bool) -> None:
+    w.line((f"{number}. ", "bold"), (cause.title, "bold"), ("  ", ""),
+           (f" {cause.severity} ", SEVERITY_STYLE.get(cause.severity, "")),
+           (f" {cause.role} · {cause.confidence:.0%}", "dim"))
+    w.line((f"   {cause.id}", "dim cyan"))
+    w.line(("   " + cause.explanation, ""))
     if cause.evidence:
-        console.print(Text("   Evidence:", style="bold"))
+        w.line(("   Evidence:", "bold"))
         shown = cause.evidence if verbose else cause.evidence[:6]
         for item in shown:
-            line = Text("     ")
-            line.append(item.location(), style="cyan")
             extras = []
             if item.rank is not None:
                 extras.append(f"rank {item.rank}")
@@ -51,64 +74,58 @@ def _cause(console: Console, number: int, cause: Cause, verbose: bool) -> None:
                 extras.append(_clock(item.time))
             if item.count > 1:
                 extras.append(f"{item.count} lines like it")
-            if extras:
-                line.append(f" ({', '.join(extras)})", style="dim")
-            console.print(line)
+            w.line(("     ", ""), (item.location(), "cyan"), (f" ({', '.join(extras)})" if extras else "", "dim"))
             body = item.text if len(item.text) <= MAX_TEXT else item.text[:MAX_TEXT] + "…"
-            console.print(Text("       " + body, style="dim" if item.line is None else ""), overflow="fold")
+            w.line(("       " + body, "dim" if item.line is None else ""))
         if len(cause.evidence) > len(shown):
-            console.print(Text(f"     … {len(cause.evidence) - len(shown)} more (-v)", style="dim"))
-    console.print(Text("   Fix:", style="bold green"))
+            w.line((f"     … {len(cause.evidence) - len(shown)} more (-v)", "dim"))
+    w.line(("   Fix:", "bold green"))
     for step in cause.fix:
-        console.print(Text("     • " + step))
+        w.line(("     • " + step, ""))
     if cause.relaunch:
-        console.print(Text("   Relaunch: " + RELAUNCH_TEXT.get(cause.relaunch, cause.relaunch), style="dim"))
+        w.line(("   Relaunch: " + RELAUNCH_TEXT.get(cause.relaunch, cause.relaunch), "dim"))
     if cause.explains:
-        console.print(Text("   Explains: " + ", ".join(cause.explains), style="dim"))
+        w.line(("   Explains: " + ", ".join(cause.explains), "dim"))
     if cause.references and verbose:
         for ref in cause.references:
-            console.print(Text("   See: " + ref, style="dim"))
-    console.print()
+            w.line(("   See: " + ref, "dim"))
+    w.line()
 
 
 def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
            rules: Mapping[str, object] | None = None, fail_on: str = "error") -> None:
-    # On a terminal rich wraps to its width; into a file or pipe, lines stay whole (grep-able).
     is_tty = hasattr(out, "isatty") and out.isatty()
-    console = Console(file=out, highlight=False, soft_wrap=not is_tty, emoji=False, width=None if is_tty else 4096)
+    w: Writer = RichWriter(out) if is_tty else PlainWriter(out)
     run = diagnosis.evidence.run
-    header = Text()
-    header.append("diagnose", style="bold")
-    header.append(f"  run {run.id} ({run.mode}{': ' + ', '.join(run.inputs) if run.inputs and run.mode != 'live' else ''})")
-    console.print(header)
+    inputs = f": {', '.join(run.inputs)}" if run.inputs and run.mode != "live" else ""
+    w.line(("diagnose", "bold"), (f"  run {run.id} ({run.mode}{inputs})", ""))
     stats = diagnosis.stats
-    console.print(Text(
-        f"  {stats.get('rules', '?')} rules over {stats.get('files_scanned', 0)} file(s), "
-        f"{stats.get('lines_scanned', 0):,} lines in {stats.get('seconds', 0)} s", style="dim"))
-    console.print()
+    w.line((f"  {stats.get('rules', '?')} rules over {stats.get('files_scanned', 0)} file(s), "
+            f"{stats.get('lines_scanned', 0):,} lines in {stats.get('seconds', 0)} s", "dim"))
+    w.line()
     serious = [c for c in diagnosis.causes if c.severity in ("critical", "error", "warning")]
     minor = [c for c in diagnosis.causes if c not in serious]
     if not serious:
-        console.print(Text("No cause found at warning or above.", style="bold green"))
-        console.print()
+        w.line(("No cause found at warning or above.", "bold green"))
+        w.line()
     for number, cause in enumerate(serious, 1):
-        _cause(console, number, cause, verbose)
+        _cause(w, number, cause, verbose)
     if minor:
         if verbose:
             for number, cause in enumerate(minor, len(serious) + 1):
-                _cause(console, number, cause, verbose)
+                _cause(w, number, cause, verbose)
         else:
-            console.print(Text(f"{len(minor)} informational finding(s): " + ", ".join(c.id for c in minor) + " (-v to show)", style="dim"))
+            w.line((f"{len(minor)} informational finding(s): " + ", ".join(c.id for c in minor) + " (-v to show)", "dim"))
     if diagnosis.gaps:
-        console.print(Text("Could not check:", style="bold yellow"))
+        w.line(("Could not check:", "bold yellow"))
         for gap in diagnosis.gaps:
-            console.print(Text(f"  {gap.source}: {gap.reason}", style="yellow"))
+            w.line((f"  {gap.source}: {gap.reason}", "yellow"))
     for note in diagnosis.evidence.notes:
-        console.print(Text(f"  note: {note}", style="dim"))
+        w.line((f"  note: {note}", "dim"))
     if diagnosis.skipped:
         if verbose:
-            console.print(Text("Skipped (evidence missing):", style="dim bold"))
+            w.line(("Skipped (evidence missing):", "dim bold"))
             for skipped in diagnosis.skipped:
-                console.print(Text(f"  {skipped.rule_id}: {skipped.reason}", style="dim"))
+                w.line((f"  {skipped.rule_id}: {skipped.reason}", "dim"))
         else:
-            console.print(Text(f"{len(diagnosis.skipped)} rule(s) skipped for missing evidence (-v to list).", style="dim"))
+            w.line((f"{len(diagnosis.skipped)} rule(s) skipped for missing evidence (-v to list).", "dim"))

@@ -1,8 +1,4 @@
-"""Reasoning that a regex cannot do, attached to a rule with `analyze: <name>`.
-
-An analyzer looks at a matched rule's hits (and any other evidence) and returns extra
-captures and evidence, e.g. which rank was behind when an NCCL watchdog fired.
-"""
+"""The analyzer contract: what an analyzer gets and what it may return."""
 
 from __future__ import annotations
 
@@ -26,6 +22,8 @@ class AnalyzerOutput:
     captures: dict[str, str] = field(default_factory=dict)
     evidence: list[EvidenceItem] = field(default_factory=list)
     confidence_delta: float = 0.0
+    discard: bool = False  # the rule's lines matched, but the analysis shows the rule does not hold
+    lead: bool = False  # its evidence goes before the rule's own matched lines (it is the more telling)
 
 
 Analyzer = Callable[[AnalyzerInput], AnalyzerOutput]

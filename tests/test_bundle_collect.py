@@ -1,0 +1,109 @@
+"""`diagnose collect RUN_ID -o OUT`: the bundle layout, manifest.json per collector (status,
+duration, bytes, gap reason), directory and .tar.gz, and the same evidence read back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from diagnose.bundle import Manifest, evidence_from_bundle, open_bundle, write_bundle
+from diagnose.evidence import Evidence
+from tests.conftest import FIXTURES, run_cli
+from tests.livehelpers import collect, config
+
+
+def make_run(tmp_path: Path, skip: str = '"gpu"') -> Path:
+    run = tmp_path / "run"
+    (run / "flex7").mkdir(parents=True)
+    for rank in (0, 1):
+        with open(run / "flex7" / f"rank{rank}.log", "w") as handle:
+            subprocess.run([sys.executable, "-c", f"print('rank {rank} step 1'); raise RuntimeError('rank {rank} failed')"],
+                           stdout=handle, stderr=subprocess.STDOUT, check=False)
+    (run / "ckpt").mkdir()
+    (run / "ckpt" / "step_1.pt").write_bytes(b"\0" * 100)
+    (run / "diagnose.toml").write_text(
+        f'[collect]\nskip = [{skip}]\n[run]\ndir = "{run}"\nlogs = "flex7/rank*.log"\ncheckpoints = "ckpt"\n'
+        f'python = "{sys.executable}"\ntmux_session = "{{run}}"\ntmux_socket = "{tmp_path}/no-tmux"\n')
+    return run
+
+
+def same_evidence(live: Evidence, saved: Evidence) -> None:
+    assert [(t.kind, t.display, t.rank, t.mtime, t.boot_time) for t in saved.texts] == \
+           [(t.kind, t.display, t.rank, t.mtime, t.boot_time) for t in live.texts]
+    for live_text, saved_text in zip(live.texts, saved.texts, strict=True):
+        assert Path(saved_text.path).read_bytes() == Path(live_text.path).read_bytes()
+    assert saved.packages == live.packages
+    assert (saved.tmux, saved.files, saved.checkpoints, saved.process, saved.exits) == \
+           (live.tmux, live.files, live.checkpoints, live.process, live.exits)
+    assert saved.gaps == live.gaps
+    assert saved.run.id == live.run.id and saved.run.launcher == live.run.launcher
+
+
+@pytest.mark.parametrize("name", ["bundle-dir", "bundle.tar.gz"])
+def test_collect_writes_a_bundle_that_reads_back_the_same(tmp_path: Path, name: str) -> None:
+    run = make_run(tmp_path)
+    cfg = config(run, (run / "diagnose.toml").read_text())
+    collection = collect("flex7", cfg, [run])
+    out = tmp_path / name
+    write_bundle(out, collection.manifest, collection.copies())
+    same_evidence(collection.evidence(), evidence_from_bundle(out))
+    root, manifest = open_bundle(out)
+    data = json.loads((root / "manifest.json").read_text())
+    assert (data["format"], data["schema_version"]) == ("diagnose-bundle", 1)
+    assert set(data["collectors"]) == {"logs", "dmesg", "checkpoints", "tmux", "packages", "gpu", "process"}
+    for status in data["collectors"].values():
+        assert set(status) == {"status", "duration_s", "bytes", "reason"}
+    assert data["collectors"]["gpu"] == {"status": "skipped", "duration_s": 0.0, "bytes": 0,
+                                         "reason": "skipped by the config ([collect] skip)"}
+    logs = data["collectors"]["logs"]
+    assert logs["status"] == "ok" and logs["bytes"] == sum(p.stat().st_size for p in (run / "flex7").glob("rank*.log"))
+    assert {f["path"] for f in data["files"]} >= {f"logs{run}/flex7/rank0.log", f"logs{run}/flex7/rank1.log",
+                                                  "env/packages.json"}
+    for item in data["files"]:
+        assert (root / item["path"]).is_file()
+    assert data["run"]["boot_time"] and data["run"]["id"] == "flex7"
+    assert data["tmux"]["expected_session"] == "flex7" and data["checkpoints"]["file_count"] == 1
+    assert manifest.collectors["tmux"].status == "ok"
+
+
+def test_collect_command_prints_per_collector_status(tmp_path: Path) -> None:
+    # Without dmesg: these logs carry no timestamps, so the whole kernel log since boot would
+    # count, with whatever OOM kills other tests left in it.
+    run = make_run(tmp_path, skip='"gpu", "dmesg"')
+    out = tmp_path / "b"
+    result = run_cli(["collect", "flex7", "-o", str(out)], cwd=run)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert any(line.split()[:2] == ["logs", "ok"] for line in lines)
+    assert any(line.split()[:2] == ["gpu", "skipped"] for line in lines)
+    assert lines[-1] == f"diagnose: wrote {out} ({len(json.loads((out / 'manifest.json').read_text())['files'])} file(s)); " \
+                        f"diagnose it with: diagnose {out}"
+    live = run_cli(["flex7", "--format", "json"], cwd=run)
+    saved = run_cli([str(out), "--format", "json"], cwd=tmp_path)
+    assert live.returncode == saved.returncode == 1
+    live_causes, saved_causes = json.loads(live.stdout)["causes"], json.loads(saved.stdout)["causes"]
+    assert [(c["id"], c["title"], [e["text"] for e in c["evidence"]]) for c in saved_causes] == \
+           [(c["id"], c["title"], [e["text"] for e in c["evidence"]]) for c in live_causes]
+    assert saved_causes[0]["id"] == "unrecognised.crash"
+    again = run_cli(["collect", "flex7", "-o", str(out)], cwd=run)
+    assert again.returncode == 2 and "exists and is not empty" in again.stderr
+
+
+def test_every_fixture_bundle_still_reads() -> None:
+    """Manifests written before the collectors existed (schema_version 1) stay readable."""
+    bundles = sorted(p.parent for p in FIXTURES.glob("*/manifest.json"))
+    if not bundles:
+        pytest.skip("no fixture bundles in this checkout")
+    for bundle in bundles:
+        evidence = evidence_from_bundle(bundle)
+        assert evidence.run.mode == "bundle" and evidence.run.id
+
+
+def test_minimal_manifest_reads(tmp_path: Path) -> None:
+    out = write_bundle(tmp_path / "b", Manifest(run={"id": "old"}), {})
+    evidence = evidence_from_bundle(out)
+    assert evidence.run.id == "old" and evidence.texts == () and evidence.tmux is None and evidence.exits is None

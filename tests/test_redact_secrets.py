@@ -1,0 +1,134 @@
+"""Secrets never leave in a report: planted into a copy of a real log, they are masked in every
+format; real logs' look-alikes (WANDB_API_KEY set=True, hf_hub_download, placeholders) are not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from diagnose.app import diagnose, evidence_from_paths
+from diagnose.redact import MASK, redact, redact_diagnosis
+from diagnose.report import Format, reporter
+from tests.conftest import DATA
+from tests.report_support import CI, FORMATS, TEST_RULES, invoke, load_rules_cached, working_dir
+
+# Test inputs for masking, constructed here (not log evidence): (line appended to the log, the secret in it).
+PLANTED = [
+    ("export WANDB_API_KEY=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b"),
+    ("wandb login 4b227777d4dd1fc61c6f884f48641d02b4d121d3", "4b227777d4dd1fc61c6f884f48641d02b4d121d3"),
+    ("export HF_TOKEN=hf_QwErTyUiOpAsDfGhJkLzXcVbNm1234567890", "QwErTyUiOpAsDfGhJkLzXcVbNm1234567890"),
+    ("token hf_ZxCvBnMaSdFgHjKlQwErTyUiOp0987654321 from the cache", "ZxCvBnMaSdFgHjKlQwErTyUiOp0987654321"),
+    ("AWS_ACCESS_KEY_ID=AKIAQ3EXAMPLEZ7K4T2B", "Q3EXAMPLEZ7K4T2B"),
+    ("aws_secret_access_key = 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", "tV9Lq2mXw8Rf4Bz0Kc7Yp1Hs5Nd3Gj6Ae9UiOo2E"),
+    ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlLXBhcnQtMTIz",
+     "c2lnbmF0dXJlLXBhcnQtMTIz"),
+    ("authorization: token 7c4a8d09ca3762af61e59520943dc26494f8941b", "7c4a8d09ca3762af61e59520943dc26494f8941b"),
+    ("DB_PASSWORD=Zq8#mK2!vL9pW4xR", "Zq8#mK2!vL9pW4xR"),
+    ("MLFLOW_TRACKING_TOKEN=mlf_8c1d2e3f4a5b6c7d8e9f", "mlf_8c1d2e3f4a5b6c7d8e9f"),
+    ("S3_SECRET=Ue7dK2pQ9wLm4Xz8", "Ue7dK2pQ9wLm4Xz8"),
+    ("GITHUB_TOKEN=ghp_R4nd0mT0k3nV4lu3F0rT3st1ng0123456789", "R4nd0mT0k3nV4lu3F0rT3st1ng0123456789"),
+    ("token github_pat_11AAAAAAA0123456789_abcdefghijABCDEFGHIJ0123456789xyz", "11AAAAAAA0123456789_abcdefghijABCDEFGHIJ0123456789xyz"),
+    ("OPENAI_API_KEY=sk-proj-7Hq2Lx9Vw3Mz8Kp4Rt6Yb1Nc5Df0Gs2Aj", "7Hq2Lx9Vw3Mz8Kp4Rt6Yb1Nc5Df0Gs2Aj"),
+    ("token sk-8fJ2kL9mN3pQ7rS1tU5vW0xY4zA6bC2d", "8fJ2kL9mN3pQ7rS1tU5vW0xY4zA6bC2d"),
+]
+
+
+@pytest.mark.parametrize(("line", "secret"), PLANTED, ids=[line.split("=")[0].split(" ")[0] + str(n) for n, (line, _) in enumerate(PLANTED)])
+def test_each_kind_is_masked(line: str, secret: str) -> None:
+    masked = redact(line)
+    assert secret not in masked and MASK in masked
+    assert redact(masked) == masked  # idempotent
+
+
+def test_the_kind_of_token_stays_visible() -> None:
+    assert redact("token hf_ZxCvBnMaSdFgHjKlQwErTyUiOp0987654321 x") == "token hf_*** x"
+    assert redact("key AKIAQ3EXAMPLEZ7K4T2B used") == "key AKIA*** used"
+    assert redact("export WANDB_API_KEY=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b") == "export WANDB_API_KEY=***"
+    assert redact("Authorization: Bearer abcdefghijklmnop1234") == "Authorization: Bearer ***"
+
+
+REAL_LOOKALIKES = [
+    (CI / "wandb-fakekey" / "train.log", "WANDB_API_KEY set=True"),
+    (CI / "wandb-nokey-old" / "train.log", "call wandb.login(key=[your_api_key])"),
+    (CI / "wandb-debug" / "debug.log", "'api_key': '***REDACTED***'"),
+    (CI / "hf-offline" / "train.log", "hf_hub_download("),
+    (CI / "wandb-fakekey" / "train.log", 'Post "https://api.forge.coreweave.com/graphql": dial tcp: lookup'),
+]
+
+
+@pytest.mark.parametrize(("path", "needle"), REAL_LOOKALIKES, ids=[n for _, n in REAL_LOOKALIKES])
+def test_real_lines_that_only_look_like_secrets_stay(path: Path, needle: str) -> None:
+    lines = [line for line in path.read_text(errors="replace").splitlines() if needle in line]
+    assert lines, f"{needle!r} not in {path}"
+    for line in lines:
+        assert redact(line) == line
+
+
+def test_no_real_log_line_is_touched() -> None:
+    """Every line of the real logs here carries no secret; masking must leave all of them alone."""
+    logs = [p for folder in (CI, DATA / "logs") for p in folder.rglob("*") if p.is_file() and p.suffix in (".log", ".txt")]
+    assert len(logs) >= 9
+    changed = [(p.name, line) for p in logs for line in p.read_text(errors="replace").splitlines() if redact(line) != line]
+    assert changed == []
+
+
+@pytest.fixture
+def leaky_log(tmp_path: Path) -> Path:
+    """A copy of a real healthy log with the planted lines appended (test input, not evidence)."""
+    log = tmp_path / "train.log"
+    log.write_text((CI / "healthy" / "train.log").read_text() + "\n".join(line for line, _ in PLANTED) + "\n")
+    return log
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_secret_in_any_format(fmt: str, leaky_log: Path, tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    result = invoke(["scan", str(leaky_log), "--rules", str(TEST_RULES), "--format", fmt, "-v"],
+                    env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert result.exit_code == 1, result.output
+    outputs = [result.stdout, result.stderr] + ([summary.read_text()] if summary.exists() else [])
+    for text in outputs:
+        for _, secret in PLANTED:
+            assert secret not in text, (fmt, secret)
+    assert "WANDB_API_KEY=***" in result.stdout.replace("\\_", "_")
+    assert "testsecrets.echoed-credentials" in result.stdout
+
+
+def test_captures_quoted_alone_are_masked_too(leaky_log: Path) -> None:
+    # The test rule puts the captured value alone in its title and fix ("Rotate {value} now."):
+    # no NAME= context there, yet the value is masked because it was found as a secret elsewhere.
+    data = json.loads(invoke(["scan", str(leaky_log), "--rules", str(TEST_RULES), "--format", "json"]).stdout)
+    (cause,) = [c for c in data["causes"] if c["id"] == "testsecrets.echoed-credentials"]
+    assert cause["title"] == "A credential was echoed into the log: ***"
+    assert cause["fix"][0] == "Rotate *** now."
+    evidence = [e["text"] for e in cause["evidence"]]
+    assert "export WANDB_API_KEY=***" in evidence and "wandb login ***" in evidence
+
+
+def test_masking_copies_and_leaves_paths_alone(leaky_log: Path) -> None:
+    with working_dir(leaky_log.parent):
+        diagnosis = diagnose(evidence_from_paths([leaky_log.name]), load_rules_cached(TEST_RULES))
+    masked = redact_diagnosis(diagnosis)
+    original = [e.text for c in diagnosis.causes for e in c.evidence]
+    assert any(PLANTED[0][1] in text for text in original), "the original diagnosis must stay as it was"
+    assert not any(PLANTED[0][1] in e.text for c in masked.causes for e in c.evidence)
+    assert masked.evidence.texts[0].path == diagnosis.evidence.texts[0].path
+    assert masked.evidence.texts[0].kind is diagnosis.evidence.texts[0].kind
+    assert [c.severity for c in masked.causes] == [c.severity for c in diagnosis.causes]
+
+
+@pytest.mark.parametrize("fmt", list(Format), ids=lambda f: f.value)
+def test_reporters_mask_even_when_called_directly(fmt: Format, leaky_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    ruleset = load_rules_cached(TEST_RULES)
+    with working_dir(leaky_log.parent):
+        diagnosis = diagnose(evidence_from_paths([leaky_log.name]), ruleset)
+        out = io.StringIO()
+        reporter(fmt)(diagnosis, out, True, rules=ruleset.by_id())
+    assert "testsecrets.echoed-credentials" in out.getvalue()
+    for _, secret in PLANTED:
+        assert secret not in out.getvalue(), (fmt, secret)
