@@ -44,11 +44,18 @@ class EngineResult:
 
 
 def pattern_sets(rules: Sequence[Rule], extra: Mapping[TextKind, Sequence[str]] | None = None) -> dict[TextKind, PatternSet]:
-    """One pattern set per text kind holding every distinct pattern of every rule."""
+    """One pattern set per text kind holding every distinct pattern of every rule.
+
+    Kernel-log patterns are searched in training logs too: kernel lines end up in them (a
+    launcher that merges `dmesg` or `journalctl` output, lines pasted into a captured log), and
+    a kernel line is the same evidence wherever it was saved.
+    """
     wanted: dict[TextKind, dict[str, None]] = {kind: {} for kind in TextKind}
     for rule in rules:
         for cond in rule.text_conditions():
             wanted[cond.kind].setdefault(cond.pattern, None)
+            if cond.kind is TextKind.DMESG:
+                wanted[TextKind.LOG].setdefault(cond.pattern, None)
     for kind, patterns in (extra or {}).items():
         for pattern in patterns:
             wanted[kind].setdefault(pattern, None)
@@ -77,14 +84,16 @@ class _Context:
 
 
 def _text(cond: TextCondition, ctx: _Context) -> Outcome:
-    scans = ctx.scans_by_kind[cond.kind]
-    if not scans:
+    sources = [(scan, ctx.index[cond.kind][cond.pattern]) for scan in ctx.scans_by_kind[cond.kind]]
+    if cond.kind is TextKind.DMESG and cond.pattern in ctx.index[TextKind.LOG]:
+        # Kernel lines found in training logs count too (see pattern_sets).
+        sources += [(scan, ctx.index[TextKind.LOG][cond.pattern]) for scan in ctx.scans_by_kind[TextKind.LOG]]
+    if not sources:
         return Outcome(None, missing=[MISSING_TEXT[cond.kind]])
-    index = ctx.index[cond.kind][cond.pattern]
     kept: list[tuple[FileScan, LineHit, int]] = []
     total = 0
     windowed = ctx.since is not None or ctx.until is not None
-    for scan in scans:
+    for scan, index in sources:
         for summary in scan.summaries(index).values():
             hits = [h for h in summary.hits() if ctx.in_window(h)]
             if not hits:
@@ -93,6 +102,9 @@ def _text(cond: TextCondition, ctx: _Context) -> Outcome:
             total += summary.count if not windowed else len(hits)
             kept.extend((scan, hit, summary.count) for hit in hits)
     if total == 0:
+        if not ctx.scans_by_kind[cond.kind]:
+            # Logs without the kernel line do not prove the kernel log would not have it.
+            return Outcome(None, missing=[MISSING_TEXT[cond.kind]])
         return Outcome(False)
     kept.sort(key=lambda item: (item[1].time is None, item[1].time or 0.0, ctx.source_order[id(item[0])], item[1].line_no))
     shown = kept if len(kept) <= EVIDENCE_PER_CONDITION else kept[: EVIDENCE_PER_CONDITION // 2] + kept[-(EVIDENCE_PER_CONDITION // 2):]

@@ -136,3 +136,17 @@ def test_failed_nvidia_smi_output_is_scanned_for_driver_errors(tmp_path: Path) -
     data = json.loads(result.stdout)
     assert data["causes"][0]["id"] == "gpu.nvml-driver-mismatch"
     assert any(g["source"] == "gpu" and "no GPU state" in g["reason"] for g in data["gaps"])
+
+
+def test_a_pasted_kernel_line_is_not_a_package_list(tmp_path: Path) -> None:
+    # A syslog Xid line as a user pasted it (https://pastebin.com/fTNHmgzB, quoted in a public report):
+    # its "faulted @ 0x..." once made the sniffer take it for a pip freeze "name @ url" line.
+    from diagnose.sniff import sniff
+
+    line = ("- May 13 17:19:01 hyperion kernel: NVRM: Xid (PCI:0000:08:00): 31, Ch 0000003b, intr 10000000. MMU Fault: "
+            "ENGINE GRAPHICS HUBCLIENT_SCC faulted @ 0x0_04687000. Fault is of type FAULT_PDE ACCESS_TYPE_READ")
+    path = tmp_path / "report.txt"
+    path.write_text(line + "\n")
+    assert sniff(path, path.read_bytes()).value == "log"
+    result = run_cli(["scan", str(path), "--format", "json"])
+    assert "gpu.xid-application" in [c["id"] for c in json.loads(result.stdout)["causes"]]

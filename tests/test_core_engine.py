@@ -10,6 +10,7 @@ from diagnose.engine import run_rules
 from diagnose.rank import rank, render
 from diagnose.rules import Rule, load_rules
 from diagnose.ruletest import evidence_for_case
+from tests.conftest import DATA, FIXTURES
 
 
 def make_rule(tmp_path: Path, rule_id: str, when: str, role: str = "root", severity: str = "error",
@@ -76,16 +77,18 @@ def test_nested_groups(tmp_path: Path) -> None:
 
 
 def test_captures_flow_into_explanation(tmp_path: Path) -> None:
-    rule = make_rule(tmp_path, "t.cap", "any:\n  - log: 'Killed process (?P<pid>\\d+) \\((?P<comm>[^)]+)\\)'",
+    rule = make_rule(tmp_path, "t.cap", "any:\n  - dmesg: 'Killed process (?P<pid>\\d+) \\((?P<comm>[^)]+)\\)'",
                      explanation="{comm} ({pid}) died; {missing} unknown")
     work = tmp_path / "w"
     work.mkdir()
-    evidence = evidence_for_case({"log": ["x", "Killed process 42 (python3) total"]}, work)
+    # Real kernel lines of the memcg OOM kill in fixtures/seed-host-oom.
+    dmesg = (FIXTURES / "seed-host-oom" / "kernel" / "dmesg.txt").read_text().splitlines()[-3:]
+    evidence = evidence_for_case({"dmesg": dmesg}, work)
     result = run_rules([rule], evidence)
     finding = result.findings[0]
-    assert finding.captures == {"pid": "42", "comm": "python3"}
-    assert render(rule.explanation, finding.captures) == "python3 (42) died; ? unknown"
-    assert finding.evidence[0].line == 2
+    assert finding.captures == {"pid": "6139", "comm": "python3"}
+    assert render(rule.explanation, finding.captures) == "python3 (6139) died; ? unknown"
+    assert "Killed process 6139 (python3)" in finding.evidence[0].text
 
 
 def test_fact_conditions(tmp_path: Path) -> None:
@@ -130,24 +133,19 @@ def test_unrecognised_crash_reported_when_no_rule_matches(tmp_path: Path) -> Non
     rule = make_rule(tmp_path, "t.never", "any:\n  - log: 'never matches'")
     work = tmp_path / "w"
     work.mkdir()
-    evidence = evidence_for_case({"log": [
-        "2026-11-30 10:00:00,000 INFO step 1",
-        "Traceback (most recent call last):",
-        '  File "train.py", line 3, in <module>',
-        "    main()",
-        "KeyError: 'labels'",
-    ]}, work)
+    # The real wandb log: its pydantic ValidationError is the last exception.
+    evidence = evidence_for_case({"log": (DATA / "logs" / "wandb-settings-rejected.log").read_text().splitlines()}, work)
     causes = rank(run_rules([rule], evidence).findings, evidence)
     assert [c.id for c in causes] == ["unrecognised.crash"]
-    assert "KeyError: 'labels'" in causes[0].title
-    assert causes[0].evidence[-1].line == 5
+    assert "ValidationError: 2 validation errors for Settings" in causes[0].title
+    assert any(e.line == 13 for e in causes[0].evidence)
 
 
 def test_no_unrecognised_cause_when_a_root_explains_it(tmp_path: Path) -> None:
-    rule = make_rule(tmp_path, "t.key", "any:\n  - log: \"KeyError: 'labels'\"")
+    rule = make_rule(tmp_path, "t.key", "any:\n  - log: 'validation errors? for Settings'")
     work = tmp_path / "w"
     work.mkdir()
-    evidence = evidence_for_case({"log": ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>', "KeyError: 'labels'"]}, work)
+    evidence = evidence_for_case({"log": (DATA / "logs" / "wandb-settings-rejected.log").read_text().splitlines()}, work)
     causes = rank(run_rules([rule], evidence).findings, evidence)
     assert [c.id for c in causes] == ["t.key"]
 
@@ -180,3 +178,14 @@ def test_maybe_is_refused_under_any(tmp_path: Path) -> None:
     with pytest.raises(RuleError) as info:
         make_rule(tmp_path, "t.badmaybe", "any:\n  - log: 'a'\n  - maybe:\n      - log: 'b'")
     assert "'maybe' can only appear under 'all'" in "\n".join(info.value.details)
+
+
+def test_kernel_lines_inside_a_training_log_count_for_dmesg_conditions(tmp_path: Path) -> None:
+    rule = make_rule(tmp_path, "t.kern", "any:\n  - dmesg: 'Memory cgroup out of memory: Killed process (?P<pid>\\d+)'")
+    kernel_line = (FIXTURES / "seed-host-oom" / "kernel" / "dmesg.txt").read_text().splitlines()[-1]
+    training = (DATA / "logs" / "wandb-settings-rejected.log").read_text().splitlines()[:5]
+    assert evaluate(tmp_path, [rule], {"log": [*training, kernel_line]})[0] == ["t.kern"]
+    # No kernel log and no kernel line in the logs: unknown, not "no match".
+    assert evaluate(tmp_path, [rule], {"log": training}) == ([], ["t.kern"])
+    # A kernel log without it: a real "no".
+    assert evaluate(tmp_path, [rule], {"log": training, "dmesg": training[:1]}) == ([], [])

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from diagnose.tracebacks import crashes_in_text, find_crashes
-from tests.conftest import DATA
+from diagnose.tracebacks import find_crashes
+from tests.conftest import DATA, FIXTURES
 
 
 def test_interleaved_thread_tracebacks_from_real_fx_race_log() -> None:
@@ -28,36 +26,21 @@ def test_dotted_exception_type_and_multiline_message() -> None:
     assert any("Extra inputs are not permitted" in text for _, text in crash.lines)
 
 
-def test_rank_prefixes_and_chained_exceptions() -> None:
-    text = "\n".join([
-        "[rank1]: Traceback (most recent call last):",
-        '[rank1]:   File "train.py", line 9, in step',
-        "[rank1]:     load()",
-        "[rank1]: FileNotFoundError: [Errno 2] No such file or directory: 'shard-3.bin'",
-        "[rank1]: ",
-        "[rank1]: During handling of the above exception, another exception occurred:",
-        "[rank1]: ",
-        "[rank1]: Traceback (most recent call last):",
-        '[rank1]:   File "train.py", line 12, in <module>',
-        "[rank1]:     main()",
-        "[rank1]: RuntimeError: data loading failed",
-        "[rank0]: Traceback (most recent call last):",
-        '[rank0]:   File "train.py", line 20, in <module>',
-        "[rank0]: torch.distributed.DistBackendError: NCCL communicator was aborted",
-    ])
-    crashes = crashes_in_text(text)
-    assert [(c.rank, c.summary) for c in crashes] == [
-        (1, "RuntimeError: data loading failed"),
-        (0, "torch.distributed.DistBackendError: NCCL communicator was aborted"),
-    ]
+def test_rank_prefixes_from_a_real_torchrun_tee_log() -> None:
+    # torch 2.13 torchrun --tee 3: lines carry "[defaultN]:[rankN]:"; rank 1 raised, rank 0 got gloo's error.
+    crashes = find_crashes(FIXTURES / "torchrun-rank-exception" / "logs" / "train-tee.log")
+    by_rank = {c.rank: c for c in crashes if not c.fatal}
+    assert by_rank[1].summary.startswith("ValueError: data check failed at step 5")
+    assert by_rank[1].line_no == 21
+    assert 0 in by_rank and by_rank[0].line_no > 21
 
 
-def test_fatal_errors_without_traceback(tmp_path: Path) -> None:
-    text = "step 10 loss 2.3\nFatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):\n"
-    crashes = crashes_in_text(text)
-    assert crashes and crashes[-1].fatal and crashes[-1].message == "Fatal Python error: Segmentation fault"
+def test_fatal_errors_without_traceback() -> None:
+    crashes = find_crashes(DATA / "logs" / "segv-faulthandler.log")
+    assert crashes and crashes[-1].fatal
+    assert crashes[-1].message == "Fatal Python error: Segmentation fault" and crashes[-1].line_no == 5
 
 
 def test_warnings_are_not_crashes() -> None:
-    text = "/x/site-packages/torch/utils/data.py:12: UserWarning: This DataLoader will create 4 worker processes\n  warnings.warn(\n"
-    assert crashes_in_text(text) == []
+    # A complete healthy run (torch 2.13 CPU) with real UserWarning/FutureWarning lines.
+    assert find_crashes(FIXTURES / "healthy-cpu-train" / "logs" / "train.log") == []

@@ -12,6 +12,8 @@ from diagnose.facts import normalise_package
 _FREEZE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;#]+)")
 _COLUMNS = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s+(\d[^\s]*)(?:\s|$)")
 _COLLECT_ENV_LIB = re.compile(r"^\[(?:pip\d?|conda)\]\s+([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==\s*|\s+)(\d[^\s]*)")
+# pip freeze's direct references: "name @ file:///..." / "name @ git+https://..." (not "faulted @ 0x0...").
+_DIRECT_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])? @ [a-z][a-z0-9+.-]*:\S*$")
 _TORCH_VERSION = re.compile(r"^PyTorch version:\s*(\S+)", re.MULTILINE)
 
 
@@ -30,7 +32,7 @@ def looks_like_packages(text: str) -> str | None:
     if re.match(r"^Package\s+Version\s*$", lines[0]) or (len(lines) > 1 and re.match(r"^-+\s+-+", lines[1])):
         return "pip-list"
     body = [line for line in lines if not line.lstrip().startswith(("#", "-e ", "--"))]
-    if body and sum(1 for line in body if _FREEZE.match(line) or " @ " in line) >= max(1, int(len(body) * 0.8)):
+    if body and sum(1 for line in body if _FREEZE.match(line) or _DIRECT_REF.match(line)) >= max(1, int(len(body) * 0.8)):
         return "freeze"
     return None
 
