@@ -43,7 +43,7 @@ from typing import Any
 from diagnose.configfile import default_config_path
 from diagnose.errors import ConfigError, DiagnoseError
 from diagnose.evidence import Evidence
-from diagnose.hosts import Host, LocalHost
+from diagnose.hosts import FileStat, Host, LocalHost
 
 TEMPLATE_FIELDS = ("run", "home", "user", "host")
 TOP_KEYS = ("rules", "collect", "run", "runs")
@@ -375,6 +375,14 @@ def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host
     return spec
 
 
+def _readable_stat(host: Host, path: str) -> FileStat | None:
+    """host.stat, with a file we may not stat treated like one that is not there."""
+    try:
+        return host.stat(path)
+    except PermissionError:
+        return None
+
+
 def _is_file(host: Host, path: str) -> bool:
     try:
         st = host.stat(path)
@@ -444,10 +452,7 @@ def _discover(spec: RunSpec, search: Sequence[str], wandb_dir: str | None, want_
             for name in host.listdir(folder):
                 walked += 1
                 path = os.path.join(folder, name)
-                try:
-                    st = host.stat(path)
-                except PermissionError:
-                    continue
+                st = _readable_stat(host, path)
                 if st is None:
                     continue
                 if st.is_dir:
@@ -538,10 +543,7 @@ def _times(spec: RunSpec) -> None:
 
     host = spec.host
     for path in spec.logs[:50] + spec.error_files[:50]:
-        try:
-            st = host.stat(path)
-        except PermissionError:
-            continue
+        st = _readable_stat(host, path)
         if st is None:
             continue
         spec.last_activity = st.mtime if spec.last_activity is None else max(spec.last_activity, st.mtime)
