@@ -56,6 +56,9 @@ class FactKind:
     fields: Mapping[str, FieldSpec]
     evaluate: Evaluator
     required: frozenset[str] = frozenset()
+    # Capture names the evaluator adds when true (package adds <name>_version besides these);
+    # `rules lint` checks placeholders against them, a test checks them against the evaluators.
+    captures: frozenset[str] = frozenset()
 
 
 def human_bytes(value: float | None) -> str:
@@ -365,13 +368,21 @@ EXIT_FIELDS = {
 PROCESS_FIELDS = {"alive": FieldSpec(p.boolean, "a process of the run is still running")}
 
 FACT_KINDS: dict[str, FactKind] = {
-    "package": FactKind("package", "an installed package and its version", PACKAGE_FIELDS, _package, frozenset({"name"})),
-    "tmux": FactKind("tmux", "the tmux server and the run's session", TMUX_FIELDS, _tmux),
-    "file": FactKind("file", "a file the run should have written", FILE_FIELDS, _file),
-    "checkpoint": FactKind("checkpoint", "the checkpoint directory", CHECKPOINT_FIELDS, _checkpoint),
-    "gpu": FactKind("gpu", "GPU state from NVML or nvidia-smi", GPU_FIELDS, _gpu),
-    "exit": FactKind("exit", "how a process of the run ended", EXIT_FIELDS, _exit),
-    "process": FactKind("process", "whether the run is still running", PROCESS_FIELDS, _process),
+    "package": FactKind("package", "an installed package and its version", PACKAGE_FIELDS, _package, frozenset({"name"}),
+                        frozenset({"version"})),
+    "tmux": FactKind("tmux", "the tmux server and the run's session", TMUX_FIELDS, _tmux,
+                     captures=frozenset({"tmux_socket", "tmux_message", "tmux_session", "pane_status"})),
+    "file": FactKind("file", "a file the run should have written", FILE_FIELDS, _file,
+                     captures=frozenset({"file_path", "file_siblings", "newest_sibling"})),
+    "checkpoint": FactKind("checkpoint", "the checkpoint directory", CHECKPOINT_FIELDS, _checkpoint,
+                           captures=frozenset({"checkpoint_dir", "checkpoint_count", "newest_checkpoint", "newest_age",
+                                               "free_space", "zero_byte_files", "partial_files"})),
+    "gpu": FactKind("gpu", "GPU state from NVML or nvidia-smi", GPU_FIELDS, _gpu,
+                    captures=frozenset({"driver_version", "cuda_version", "gpu_index", "gpu_name", "gpu_uuid"})),
+    "exit": FactKind("exit", "how a process of the run ended", EXIT_FIELDS, _exit,
+                     captures=frozenset({"exit_code", "exit_signal", "exit_rank"})),
+    "process": FactKind("process", "whether the run is still running", PROCESS_FIELDS, _process,
+                        captures=frozenset({"pids"})),
 }
 
 

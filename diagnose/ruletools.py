@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from diagnose.errors import DiagnoseError
-from diagnose.facts import FactCondition, normalise_package
+from diagnose.facts import FACT_KINDS, FactCondition, normalise_package
 from diagnose.rules import (
     ID_SHAPE,
     Condition,
@@ -147,22 +147,8 @@ class LintIssue:
         return f"{self.path}:{self.line}: {self.code} {LINT_CODES[self.code].name} [{self.level}] {who}{self.message}"
 
 
-# Capture names each fact kind adds when it is true (see the evaluators in diagnose/facts.py;
-# tests/test_rules_cli_lint.py checks this table against them).
-FACT_CAPTURES: dict[str, frozenset[str]] = {
-    "package": frozenset({"version"}),  # plus <name>_version, see fact_captures()
-    "tmux": frozenset({"tmux_socket", "tmux_message", "tmux_session", "pane_status"}),
-    "file": frozenset({"file_path", "file_siblings", "newest_sibling"}),
-    "checkpoint": frozenset({"checkpoint_dir", "checkpoint_count", "newest_checkpoint", "newest_age", "free_space",
-                             "zero_byte_files", "partial_files"}),
-    "gpu": frozenset({"driver_version", "cuda_version", "gpu_index", "gpu_name", "gpu_uuid"}),
-    "exit": frozenset({"exit_code", "exit_signal", "exit_rank"}),
-    "process": frozenset({"pids"}),
-}
-
-
 def fact_captures(cond: FactCondition) -> set[str]:
-    names = set(FACT_CAPTURES.get(cond.kind, ()))
+    names = set(FACT_KINDS[cond.kind].captures)
     if cond.kind == "package" and "name" in cond.tests:
         raw = cond.tests["name"].text
         listed = re.findall(r"[A-Za-z0-9][A-Za-z0-9_.-]*", raw) if raw.startswith("[") else [raw]

@@ -13,7 +13,7 @@ import pytest
 from diagnose import facts
 from diagnose.facts import FACT_KINDS, FactCondition
 from diagnose.ruletest import evidence_for_case
-from diagnose.ruletools import FACT_CAPTURES, LINT_CODES, lint_paths
+from diagnose.ruletools import LINT_CODES, lint_paths
 from tests.conftest import FIXTURES, REPO, run_cli
 
 # A complete, clean rule; each case below breaks one thing. The log lines are real
@@ -193,7 +193,7 @@ def test_fact_capture_table_matches_facts_py(tmp_path: Path, kind: str) -> None:
     cond = FactCondition(kind, {name: spec.fields[name].parse(value) for name, value in fields.items()}, 1)
     result = facts.evaluate(cond, evidence_for_case(case, tmp_path))
     assert result.truth is True
-    expected = set(FACT_CAPTURES[kind]) | ({"torch_version"} if kind == "package" else set())
+    expected = set(spec.captures) | ({"torch_version"} if kind == "package" else set())
     assert set(result.captures or {}) == expected
 
 
