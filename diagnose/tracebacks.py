@@ -7,6 +7,7 @@ the `Exception in thread NAME:` headers the same way.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -56,9 +57,24 @@ class _Open:
     frames: list[tuple[int, str]] = field(default_factory=list)
 
 
+_CACHE: dict[tuple[str, int | None, int, int, int], list[Crash]] = {}
+_CACHE_SIZE = 16
+
+
 def find_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAIL_BYTES) -> list[Crash]:
+    """Crashes in the log's tail. The analyzers and the unrecognised-crash fallback both ask for
+    the same files in one run: the answer is kept while the file's size and mtime stay the same."""
+    st = os.stat(path)
+    key = (str(path), file_rank, tail_bytes, st.st_size, st.st_mtime_ns)
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return list(cached)
     data, first_line = read_tail(path, tail_bytes)
-    return crashes_in_text(strip_ansi(data).decode("utf-8", errors="replace"), first_line, file_rank)
+    found = crashes_in_text(strip_ansi(data).decode("utf-8", errors="replace"), first_line, file_rank)
+    if len(_CACHE) >= _CACHE_SIZE:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = found
+    return list(found)
 
 
 def crashes_in_text(text: str, first_line: int = 1, file_rank: int | None = None) -> list[Crash]:
