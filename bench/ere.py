@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from diagnose.sre import constants as _constants
-from diagnose.sre import parser as _parser
+from diagnose.patterns.sre import constants as _constants
+from diagnose.patterns.sre import parser as _parser
 
 _SPECIAL = set(".[]()*+?{}|^$\\")
 _MAXREPEAT = _constants.MAXREPEAT

@@ -75,8 +75,8 @@ def baseline_patterns(folder: Path) -> tuple[Path, int, int]:
     """The rule pack's `log:` patterns as one ERE file for grep -E -f."""
     from ere import Untranslatable, to_ere
 
-    from diagnose.evidence import TextKind
-    from diagnose.rules import load_rules
+    from diagnose.evidence.model import TextKind
+    from diagnose.rules.model import load_rules
 
     patterns = sorted({c.pattern for r in load_rules().rules for c in r.text_conditions() if c.kind is TextKind.LOG})
     lines = []

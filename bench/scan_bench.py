@@ -50,7 +50,7 @@ TARGET_GREP_RATIO = 0.5
 TARGET_RSS_MB = 150
 TARGET_SMALL_S = 0.3
 TARGET_HELP_S = 0.15
-HEAVY_MODULES = ("regex", "rich", "yaml", "hyperscan", "diagnose.engine", "diagnose.scan", "diagnose.rules")
+HEAVY_MODULES = ("regex", "rich", "yaml", "hyperscan", "diagnose.engine.evaluate", "diagnose.engine.scan", "diagnose.rules.model")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -180,9 +180,9 @@ def warm(path: Path) -> None:
 
 def export_patterns(extra_dirs: list[Path]) -> dict[str, object]:
     """The log patterns of the rule set `diagnose scan` loads (plus extra rule folders)."""
-    from diagnose.engine import pattern_sets
-    from diagnose.evidence import TextKind
-    from diagnose.rules import load_rules
+    from diagnose.engine.evaluate import pattern_sets
+    from diagnose.evidence.model import TextKind
+    from diagnose.rules.model import load_rules
 
     ruleset = load_rules(extra_dirs)
     sets = pattern_sets(ruleset.rules)

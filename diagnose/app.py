@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from diagnose.errors import InputError
-from diagnose.evidence import (
+from diagnose.evidence.model import (
     Evidence,
     ExitRecord,
     FileKind,
@@ -23,13 +23,13 @@ from diagnose.evidence import (
     TextFile,
     TextKind,
 )
-from diagnose.findings import Diagnosis
-from diagnose.rules import RuleSet
-from diagnose.sniff import rank_from_path, skip_in_folder, sniff, split_kind
-from diagnose.textio import HEAD_BYTES, looks_binary, read_head, read_text
+from diagnose.engine.findings import Diagnosis
+from diagnose.rules.model import RuleSet
+from diagnose.evidence.sniff import rank_from_path, skip_in_folder, sniff, split_kind
+from diagnose.evidence.textio import HEAD_BYTES, looks_binary, read_head, read_text
 
 if TYPE_CHECKING:
-    from diagnose.evidence import GpuState
+    from diagnose.evidence.model import GpuState
 
 FileEntry = tuple[FileKind, Path, str, "int | None", "float | None"]  # kind, location, display, rank, mtime
 
@@ -93,7 +93,7 @@ def is_bundle(path: Path) -> bool:
             return False
     elif not path.name.lower().endswith((".tar.gz", ".tgz")):
         return False
-    from diagnose.bundle import is_bundle as check
+    from diagnose.evidence.bundle import is_bundle as check
 
     return check(path)
 
@@ -139,14 +139,14 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
         content = read_text(location)
         # Each parser loads only when a file of its kind is there.
         if kind is FileKind.PACKAGES:
-            from diagnose.parsers.packages import parse_packages
+            from diagnose.evidence.parsers.packages import parse_packages
 
             parsed = parse_packages(content, display)
             for name, version in parsed.versions.items():
                 versions.setdefault(name, version)
             package_sources.append(display)
         elif kind is FileKind.NVIDIA_SMI:
-            from diagnose.parsers.gpu import parse_gpu_text
+            from diagnose.evidence.parsers.gpu import parse_gpu_text
 
             smi = parse_gpu_text(content, display)
             if smi.gpus:
@@ -160,14 +160,14 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
                 first = next((line.strip() for line in content.splitlines() if line.strip()), "no output")
                 gaps.append(Gap("gpu", f"{display}: no GPU state in it ({first[:200]})"))
         elif kind is FileKind.NVML:
-            from diagnose.parsers.gpu import parse_nvml_json
+            from diagnose.evidence.parsers.gpu import parse_nvml_json
 
             try:
                 gpu = parse_nvml_json(json.loads(content), display)
             except ValueError as exc:
                 gaps.append(Gap("gpu", f"{display}: unreadable NVML JSON ({exc})"))
         elif kind is FileKind.ELASTIC_ERROR:
-            from diagnose.parsers.elastic import parse_elastic_error
+            from diagnose.evidence.parsers.elastic import parse_elastic_error
 
             record, _message, _when = parse_elastic_error(content, display, rank)
             exits.append(record)
@@ -180,7 +180,7 @@ def evidence_from_paths(args: Sequence[str]) -> Evidence:
     entries, bundles, notes = collect_paths(args)
     if not bundles:
         return evidence_from_files(entries, notes=notes)
-    from diagnose.bundle import evidence_from_bundle
+    from diagnose.evidence.bundle import evidence_from_bundle
 
     if bundles and not entries and len(bundles) == 1:
         bundle = evidence_from_bundle(bundles[0])
@@ -209,8 +209,8 @@ def merge(first: Evidence, second: Evidence) -> Evidence:
 
 def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: float | None = None,
              until: float | None = None) -> Diagnosis:
-    from diagnose.engine import run_rules
-    from diagnose.rank import rank
+    from diagnose.engine.evaluate import run_rules
+    from diagnose.engine.rank import rank
 
     started = time.perf_counter()
     result = run_rules(rules.rules, evidence, engine=engine, since=since, until=until)

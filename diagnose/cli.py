@@ -19,8 +19,8 @@ from diagnose import __version__
 from diagnose.errors import DiagnoseError
 
 if TYPE_CHECKING:
-    from diagnose.findings import Diagnosis
-    from diagnose.rules import RuleSet
+    from diagnose.engine.findings import Diagnosis
+    from diagnose.rules.model import RuleSet
 
 FORMATS = ("terminal", "json", "sarif", "junit", "markdown", "github")
 FAIL_ON = ("critical", "error", "warning", "never")
@@ -114,17 +114,17 @@ def parse_time(value: str | None, name: str) -> float | None:
 
 def config_rule_dirs(config_path: Path | None) -> list[Path]:
     """Rule folders the config names: they load for every command, not only `diagnose RUN_ID`."""
-    from diagnose.configfile import default_config_path
+    from diagnose.live.config import default_config_path
 
     if config_path is None and default_config_path() is None:
         return []  # no config: do not pay for importing the config machinery
-    from diagnose.runs import load_config
+    from diagnose.live.runs import load_config
 
     return load_config(config_path).rule_dirs
 
 
 def load_ruleset(rule_dirs: Sequence[Path], extra_from_config: Sequence[Path] = ()) -> RuleSet:
-    from diagnose.rulecache import load_rules_cached  # unchanged rule files: no YAML parsing
+    from diagnose.rules.cache import load_rules_cached  # unchanged rule files: no YAML parsing
 
     return load_rules_cached([*extra_from_config, *rule_dirs])
 
@@ -132,7 +132,7 @@ def load_ruleset(rule_dirs: Sequence[Path], extra_from_config: Sequence[Path] = 
 def emit(diagnosis: Diagnosis, fmt: str, fail_on: str, output: Path | None, verbose: bool, ruleset: RuleSet | None = None) -> None:
     import io
 
-    from diagnose.report import Format, render, reporter
+    from diagnose.report.render import Format, render, reporter
 
     chosen = Format(fmt)
     try:
@@ -195,7 +195,7 @@ def run_command(target: str, fmt: str, fail_on: str, rule_dirs: tuple[Path, ...]
                 output: Path | None, engine: str, verbose: bool, config_path: Path | None, search_dirs: tuple[Path, ...]) -> None:
     """Diagnose RUN_ID (a run on this machine) or BUNDLE (a saved bundle)."""
     from diagnose.app import diagnose
-    from diagnose.bundle import evidence_from_bundle, is_bundle
+    from diagnose.evidence.bundle import evidence_from_bundle, is_bundle
 
     since_t, until_t = parse_time(since, "since"), parse_time(until, "until")
     path = Path(target)
@@ -203,7 +203,7 @@ def run_command(target: str, fmt: str, fail_on: str, rule_dirs: tuple[Path, ...]
         ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
         evidence = evidence_from_bundle(path)
     else:
-        from diagnose.runs import check_run_id, load_config, start_run
+        from diagnose.live.runs import check_run_id, load_config, start_run
 
         config = load_config(config_path)
         check_run_id(target)
@@ -226,7 +226,7 @@ def run_command(target: str, fmt: str, fail_on: str, rule_dirs: tuple[Path, ...]
 def collect_command(run_id: str, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...], verbose: bool) -> None:
     """Save everything about RUN_ID as a bundle (logs, kernel log, tmux, GPUs, packages, ...);
     `diagnose BUNDLE` on any machine then gives the same causes."""
-    from diagnose.runs import collect_bundle, load_config
+    from diagnose.live.runs import collect_bundle, load_config
 
     config = load_config(config_path)
     written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty())
@@ -285,7 +285,7 @@ def rules_list(category: str | None, rule_dirs: tuple[Path, ...]) -> None:
 @guarded
 def rules_test(paths: tuple[Path, ...], rule_dirs: tuple[Path, ...], engine: str) -> None:
     """Run every rule's own tests, and the fixtures (PATHs: fixture folders; default: all)."""
-    from diagnose.ruletest import run_fixture_tests, run_rule_tests
+    from diagnose.ruletools.selftest import run_fixture_tests, run_rule_tests
 
     ruleset = load_ruleset(rule_dirs, config_rule_dirs(None))
     failures = run_rule_tests(ruleset, engine=engine, echo=click.echo)
@@ -302,7 +302,7 @@ def rules_test(paths: tuple[Path, ...], rule_dirs: tuple[Path, ...], engine: str
 @guarded
 def rules_show(rule_id: str, rule_dirs: tuple[Path, ...]) -> None:
     """Show every field of the rule RULE_ID, and the file it comes from."""
-    from diagnose.ruletools import find_rule, show_rule
+    from diagnose.ruletools.tools import find_rule, show_rule
 
     click.echo(show_rule(find_rule(load_ruleset(rule_dirs, config_rule_dirs(None)).rules, rule_id)))
 
@@ -317,7 +317,7 @@ def rules_show(rule_id: str, rule_dirs: tuple[Path, ...]) -> None:
 def rules_lint(paths: tuple[Path, ...], fixtures_root: Path | None, no_healthy: bool, engine: str) -> None:
     """Check rule files (PATHs: files or folders; default: the built-in pack). Codes: docs/rules.md.
     Exit 1 when an error-level issue is found, 0 otherwise."""
-    from diagnose.ruletools import lint_paths, lint_summary
+    from diagnose.ruletools.tools import lint_paths, lint_summary
 
     report = lint_paths(list(paths), fixtures_root, healthy=not no_healthy, engine=engine)
     for issue in report.issues:
@@ -334,7 +334,7 @@ def rules_lint(paths: tuple[Path, ...], fixtures_root: Path | None, no_healthy: 
 @guarded
 def rules_new(rule_id: str, from_line: str | None, directory: Path) -> None:
     """Scaffold a rule file RULE_ID (<category>.<name>) with tests; never overwrites."""
-    from diagnose.ruletools import scaffold_rule
+    from diagnose.ruletools.tools import scaffold_rule
 
     path = scaffold_rule(rule_id, from_line, directory)
     click.echo(str(path))

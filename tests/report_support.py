@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 
 from diagnose import cli
 from diagnose.cli import main
-from diagnose.rules import RuleSet
+from diagnose.rules.model import RuleSet
 from tests.conftest import DATA, FIXTURES, REPO
 
 CI = DATA / "ci"

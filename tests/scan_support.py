@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import regex
 
-from diagnose import scan
-from diagnose.evidence import TextFile, TextKind
-from diagnose.lineinfo import ANSI_BYTES, rank_of
-from diagnose.scan import KEEP, MAX_LINE, FileScan, PatternSet, Scanner
+from diagnose.engine import scan
+from diagnose.evidence.model import TextFile, TextKind
+from diagnose.evidence.lines import ANSI_BYTES, rank_of
+from diagnose.engine.scan import KEEP, MAX_LINE, FileScan, PatternSet, Scanner
 
 DATA = Path(__file__).resolve().parent / "data"
 SCAN_DATA = DATA / "scan"
@@ -108,7 +108,7 @@ def real_logs() -> list[Path]:
 
 
 def rule_pack_patterns(kind: TextKind = TextKind.LOG) -> list[str]:
-    from diagnose.engine import pattern_sets
-    from diagnose.rules import load_rules
+    from diagnose.engine.evaluate import pattern_sets
+    from diagnose.rules.model import load_rules
 
     return list(pattern_sets(load_rules().rules)[kind].patterns)

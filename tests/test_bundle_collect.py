@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.bundle import Manifest, evidence_from_bundle, open_bundle, write_bundle
-from diagnose.evidence import Evidence
+from diagnose.evidence.bundle import Manifest, evidence_from_bundle, open_bundle, write_bundle
+from diagnose.evidence.model import Evidence
 from tests.conftest import FIXTURES, run_cli
 from tests.livehelpers import collect, config
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.collectors import Context
-from diagnose.collectors.checkpoints import is_partial
-from diagnose.collectors.dmesg import _window_dmesg
-from diagnose.collectors.dmesg import collect as collect_dmesg
-from diagnose.hosts import LocalHost
-from diagnose.lineinfo import dmesg_seconds
-from diagnose.runs import resolve
+from diagnose.live.collectors.base import Context
+from diagnose.live.collectors.checkpoints import is_partial
+from diagnose.live.collectors.dmesg import _window_dmesg
+from diagnose.live.collectors.dmesg import collect as collect_dmesg
+from diagnose.live.hosts import LocalHost
+from diagnose.evidence.lines import dmesg_seconds
+from diagnose.live.runs import resolve
 from tests.conftest import DATA
 from tests.livehelpers import collect, config, empty_config
 
@@ -76,7 +76,8 @@ def test_checkpoints_tree(tmp_path: Path) -> None:
     assert state.zero_byte == ("step_200/optim.pt",)
     assert state.partial == ("step_200/model.pt.tmp",)
     assert state.newest is not None and state.newest.path.startswith("step_200/")
-    assert state.free_bytes is not None and state.free_bytes == shutil.disk_usage(ckpt).free
+    # other writers on the machine move free space between the two readings; a few MB either way
+    assert state.free_bytes is not None and abs(state.free_bytes - shutil.disk_usage(ckpt).free) < 256 * 2**20
     missing = config(tmp_path, f'[run]\ncheckpoints = "{tmp_path / "none"}"\n')
     gone = collect("flex7", missing, [tmp_path], only=("checkpoints",)).evidence().checkpoints
     assert gone is not None and not gone.exists and gone.file_count == 0

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.evidence import TmuxServer
-from diagnose.parsers.tmux import parse_tmux, socket_path
+from diagnose.evidence.model import TmuxServer
+from diagnose.evidence.parsers.tmux import parse_tmux, socket_path
 from tests.conftest import run_cli
 from tests.livehelpers import PrivateTmux, causes, collect, config, needs_tmux, tmux_env
 

@@ -105,7 +105,7 @@ def test_help_does_not_import_the_engine() -> None:
 
     code = ("import sys; from diagnose.cli import main\n"
             "try:\n main(['--help'])\nexcept SystemExit: pass\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('regex','rich','yaml','hyperscan') or m in ('diagnose.engine','diagnose.scan')))")
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('regex','rich','yaml','hyperscan') or m in ('diagnose.engine.evaluate','diagnose.engine.scan')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
 
@@ -141,7 +141,7 @@ def test_failed_nvidia_smi_output_is_scanned_for_driver_errors(tmp_path: Path) -
 def test_a_pasted_kernel_line_is_not_a_package_list(tmp_path: Path) -> None:
     # A syslog Xid line as a user pasted it (https://pastebin.com/fTNHmgzB, quoted in a public report):
     # its "faulted @ 0x..." once made the sniffer take it for a pip freeze "name @ url" line.
-    from diagnose.sniff import sniff
+    from diagnose.evidence.sniff import sniff
 
     line = ("- May 13 17:19:01 hyperion kernel: NVRM: Xid (PCI:0000:08:00): 31, Ch 0000003b, intr 10000000. MMU Fault: "
             "ENGINE GRAPHICS HUBCLIENT_SCC faulted @ 0x0_04687000. Fault is of type FAULT_PDE ACCESS_TYPE_READ")

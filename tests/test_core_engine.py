@@ -6,10 +6,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from diagnose.engine import run_rules
-from diagnose.rank import rank, render
-from diagnose.rules import Rule, load_rules
-from diagnose.ruletest import evidence_for_case
+from diagnose.engine.evaluate import run_rules
+from diagnose.engine.rank import rank, render
+from diagnose.rules.model import Rule, load_rules
+from diagnose.ruletools.selftest import evidence_for_case
 from tests.conftest import DATA, FIXTURES
 
 

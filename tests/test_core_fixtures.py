@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 import yaml
 
-from diagnose.rules import load_rules
-from diagnose.ruletest import fixture_dirs, ranked_ids
+from diagnose.rules.model import load_rules
+from diagnose.ruletools.selftest import fixture_dirs, ranked_ids
 from tests.conftest import FIXTURES, REPO, run_cli
 
 SCHEMA = json.loads((REPO / "diagnose" / "schema" / "diagnosis.schema.json").read_text())

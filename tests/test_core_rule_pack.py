@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.regexcheck import static_problem, torture_problem
-from diagnose.rules import Rule, load_rules
-from diagnose.ruletest import check_case, fixture_dirs, ranked_ids
+from diagnose.patterns.hangcheck import static_problem, torture_problem
+from diagnose.rules.model import Rule, load_rules
+from diagnose.ruletools.selftest import check_case, fixture_dirs, ranked_ids
 from tests.conftest import FIXTURES
 
 RULES = load_rules()
@@ -53,7 +53,7 @@ def test_rule_files_live_in_their_category_folder() -> None:
 @pytest.mark.parametrize("fixture", HEALTHY, ids=[f.name for f in HEALTHY])
 def test_healthy_fixtures_have_no_cause_at_error_or_above(fixture: Path) -> None:
     from diagnose.app import diagnose
-    from diagnose.bundle import evidence_from_bundle
+    from diagnose.evidence.bundle import evidence_from_bundle
 
     causes = diagnose(evidence_from_bundle(fixture), RULES).causes
     serious = [(c.id, [e.text for e in c.evidence[:2]]) for c in causes if c.severity in ("critical", "error")]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.tracebacks import find_crashes
+from diagnose.engine.tracebacks import find_crashes
 from tests.conftest import DATA, FIXTURES
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.evidence import FileKind, GpuState
-from diagnose.parsers.gpu import (
+from diagnose.evidence.model import FileKind, GpuState
+from diagnose.evidence.parsers.gpu import (
     THROTTLE_BITS,
     parse_csv,
     parse_gpu_text,
@@ -20,8 +20,8 @@ from diagnose.parsers.gpu import (
     reason_name,
     throttle_names,
 )
-from diagnose.parsers.packages import parse_packages
-from diagnose.sniff import sniff
+from diagnose.evidence.parsers.packages import parse_packages
+from diagnose.evidence.sniff import sniff
 from tests.conftest import DATA
 
 H200 = DATA / "samples" / "h200"
@@ -171,8 +171,8 @@ def test_non_gpu_h200_samples() -> None:
 
 def test_dmesg_sample_on_the_wall_clock(tmp_path: Path) -> None:
     """The Xid line of the H200 dmesg tail, with a boot time, lands at boot + seconds."""
-    from diagnose.evidence import TextFile, TextKind
-    from diagnose.scan import PatternSet, Scanner
+    from diagnose.evidence.model import TextFile, TextKind
+    from diagnose.engine.scan import PatternSet, Scanner
 
     boot = 1_796_000_000.0
     source = TextFile(TextKind.DMESG, H200 / "dmesg-nvrm-tail.txt", "dmesg", boot_time=boot)

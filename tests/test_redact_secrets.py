@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from diagnose.app import diagnose, evidence_from_paths
-from diagnose.redact import MASK, redact, redact_diagnosis
-from diagnose.report import Format, reporter
+from diagnose.report.redact import MASK, redact, redact_diagnosis
+from diagnose.report.render import Format, reporter
 from tests.conftest import DATA
 from tests.report_support import CI, FORMATS, TEST_RULES, invoke, load_rules_cached, working_dir
 

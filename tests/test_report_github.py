@@ -11,7 +11,7 @@ import pytest
 
 from diagnose.app import diagnose, evidence_from_paths
 from diagnose.report.github import PER_KIND, annotation_lines, command, escape_data, escape_property, report
-from diagnose.rules import RuleSet
+from diagnose.rules.model import RuleSet
 from tests.conftest import REPO
 from tests.report_support import CASES, CI, invoke, parse_command, working_dir
 

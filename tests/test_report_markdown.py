@@ -12,7 +12,7 @@ from markdown_it import MarkdownIt
 
 from diagnose.app import diagnose, evidence_from_paths
 from diagnose.report.markdown import code_span, escape_inline, fenced, render_markdown
-from diagnose.rules import RuleSet
+from diagnose.rules.model import RuleSet
 from tests.conftest import REPO
 from tests.report_support import CASES, CI, invoke, markdown_fences, working_dir
 

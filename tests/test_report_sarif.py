@@ -12,7 +12,7 @@ import pytest
 
 from diagnose.app import diagnose, evidence_from_paths
 from diagnose.report.sarif import FINGERPRINT_KEY, LEVEL, template_text, to_sarif
-from diagnose.rules import RuleSet
+from diagnose.rules.model import RuleSet
 from tests.conftest import REPO
 from tests.report_support import (
     CASES,

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from diagnose import facts
-from diagnose.facts import FACT_KINDS, FactCondition
-from diagnose.ruletest import evidence_for_case
-from diagnose.ruletools import LINT_CODES, lint_paths
+from diagnose.rules import conditions as facts
+from diagnose.rules.conditions import FACT_KINDS, FactCondition
+from diagnose.ruletools.selftest import evidence_for_case
+from diagnose.ruletools.tools import LINT_CODES, lint_paths
 from tests.conftest import FIXTURES, REPO, run_cli
 
 # A complete, clean rule; each case below breaks one thing. The log lines are real

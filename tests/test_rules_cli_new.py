@@ -9,10 +9,10 @@ import pytest
 import regex
 
 from diagnose.errors import DiagnoseError
-from diagnose.rules import load_rule_file
-from diagnose.ruletest import check_case
-from diagnose.ruletools import ERROR, lint_paths, lint_structure, pattern_from_line, scaffold_rule
-from diagnose.yamlnodes import Problems
+from diagnose.rules.model import load_rule_file
+from diagnose.ruletools.selftest import check_case
+from diagnose.ruletools.tools import ERROR, lint_paths, lint_structure, pattern_from_line, scaffold_rule
+from diagnose.rules.yamlnodes import Problems
 from tests.conftest import run_cli
 
 # Real lines, copied from captures (path under /work/capture) or public reports.

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.errors import ConfigError
-from diagnose.runs import check_template, default_config_path, load_config, resolve
+from diagnose.live.runs import check_template, default_config_path, load_config, resolve
 from tests.conftest import run_cli
 
 

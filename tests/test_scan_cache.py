@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from diagnose import rulecache, scan
-from diagnose.rules import load_rules
+from diagnose.engine import scan
+from diagnose.rules import cache as rulecache
+from diagnose.rules.model import load_rules
 from tests.scan_support import SCAN_DATA, cache_dir, run_scan, summary_of  # noqa: F401
 
 DDP = SCAN_DATA / "ddp-healthy-train.log"
@@ -63,7 +64,7 @@ def test_a_corrupt_or_unwritable_cache_costs_time_not_results(cache_dir: Path, m
 
 def _rule_dir(tmp_path: Path) -> Path:
     # A real built-in rule, copied as a user rule we can edit.
-    source = next(p for p in sorted(Path(load_rules.__code__.co_filename).parent.parent.joinpath("rules").rglob("*.yaml"))
+    source = next(p for p in sorted(Path(load_rules.__code__.co_filename).parent.parent.parent.joinpath("rules").rglob("*.yaml"))
                   if "data.worker-killed" in p.name)
     folder = tmp_path / "user-rules"
     folder.mkdir()

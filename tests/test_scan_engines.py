@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.evidence import TextKind
+from diagnose.evidence.model import TextKind
 from tests.scan_support import (
     ENGINES,
     REPO,

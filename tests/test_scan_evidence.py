@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose import scan
-from diagnose.scan import KEEP
+from diagnose.engine import scan
+from diagnose.engine.scan import KEEP
 from tests.scan_support import ENGINES, REPO, SCAN_DATA, cache_dir, run_scan, summary_of  # noqa: F401
 
 PLAIN = SCAN_DATA / "healthy-torchrun-plain.log"
@@ -88,9 +88,9 @@ def test_a_pattern_that_backtracks_forever_gives_up_per_line(engine: str, cache_
 
 def test_the_engine_reports_a_pattern_that_gave_up(tmp_path: Path, cache_dir: Path,  # noqa: F811
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from diagnose.engine import evaluate_scanned
-    from diagnose.evidence import Evidence, RunInfo, TextFile, TextKind
-    from diagnose.rules import Group, Rule, TextCondition
+    from diagnose.engine.evaluate import evaluate_scanned
+    from diagnose.evidence.model import Evidence, RunInfo, TextFile, TextKind
+    from diagnose.rules.model import Group, Rule, TextCondition
 
     monkeypatch.setattr(scan, "LINE_TIMEOUT", 0.2)
     log = tmp_path / "hang.log"

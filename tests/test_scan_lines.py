@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.scan import MAX_LINE
-from diagnose.textio import CHUNK_BYTES
+from diagnose.engine.scan import MAX_LINE
+from diagnose.evidence.textio import CHUNK_BYTES
 from tests.scan_support import (
     ENGINES,
     SCAN_DATA,

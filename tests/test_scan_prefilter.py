@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import regex
 
-from diagnose import prefilter as pf
+from diagnose.patterns import prefilter as pf
 from tests.scan_support import (
     ENGINES,
     SCAN_DATA,

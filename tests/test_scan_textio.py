@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.errors import InputError
-from diagnose.textio import iter_blocks, iter_chunks, prefetch, read_tail
+from diagnose.evidence.textio import iter_blocks, iter_chunks, prefetch, read_tail
 from tests.scan_support import SCAN_DATA
 
 DDP = SCAN_DATA / "ddp-healthy-train.log"
@@ -84,7 +84,7 @@ def test_read_tail_of_a_compressed_file_keeps_line_numbers(tmp_path: Path) -> No
 
 
 def test_read_tail_numbers_lines_from_a_scan_count_without_rereading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from diagnose import textio
+    from diagnose.evidence import textio
     from tests.scan_support import run_scan
 
     log = tmp_path / "train.log"

@@ -6,8 +6,8 @@ import os
 import re
 from pathlib import Path, PurePosixPath
 
-from diagnose.findings import Diagnosis, EvidenceItem
-from diagnose.rank import SEVERITY_ORDER as SEVERITIES
+from diagnose.engine.findings import Diagnosis, EvidenceItem
+from diagnose.engine.rank import SEVERITY_ORDER as SEVERITIES
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 

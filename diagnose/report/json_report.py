@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import IO, Any
 
-from diagnose.findings import Cause, Diagnosis, EvidenceItem
+from diagnose.engine.findings import Cause, Diagnosis, EvidenceItem
 
 SCHEMA_VERSION = 1
 

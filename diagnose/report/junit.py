@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import IO
 
-from diagnose.findings import Cause, Diagnosis
+from diagnose.engine.findings import Cause, Diagnosis
 from diagnose.report._common import at_or_above, inputs, one_line, strip_ansi
 
 SUITE_NAME = "diagnose"

@@ -23,13 +23,13 @@ from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from diagnose import __version__
-from diagnose.findings import Cause, Diagnosis, EvidenceItem
-from diagnose.rank import UNRECOGNISED_ID
+from diagnose.engine.findings import Cause, Diagnosis, EvidenceItem
+from diagnose.engine.rank import UNRECOGNISED_ID
 from diagnose.report._common import inputs, is_file_evidence, one_line, relative_path, scan_root, strip_ansi
 from diagnose.report.markdown import escape_inline
 
 if TYPE_CHECKING:
-    from diagnose.rules import Rule
+    from diagnose.rules.model import Rule
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 SARIF_VERSION = "2.1.0"

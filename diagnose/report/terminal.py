@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import IO, Protocol
 
-from diagnose.findings import Cause, Diagnosis
+from diagnose.engine.findings import Cause, Diagnosis
 
 SEVERITY_STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "yellow", "info": "cyan"}
 RELAUNCH_TEXT = {

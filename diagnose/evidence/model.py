@@ -1,0 +1,155 @@
+"""Everything collected about one run, as frozen dataclasses.
+
+A field that is None means "not collected" (rules needing it are skipped); an empty tuple
+means "collected, and there was nothing". Gaps say why something could not be collected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+
+class TextKind(str, Enum):
+    """Kinds of line-oriented text that rules search with regexes."""
+
+    LOG = "log"
+    DMESG = "dmesg"
+
+
+class FileKind(str, Enum):
+    """What a file handed to `diagnose scan` (or stored in a bundle) contains."""
+
+    LOG = "log"
+    DMESG = "dmesg"
+    NVIDIA_SMI = "nvidia-smi"
+    NVML = "nvml"
+    PACKAGES = "packages"
+    ELASTIC_ERROR = "elastic-error"
+
+    @property
+    def text_kind(self) -> TextKind | None:
+        if self is FileKind.LOG:
+            return TextKind.LOG
+        if self is FileKind.DMESG:
+            return TextKind.DMESG
+        return None
+
+
+@dataclass(frozen=True)
+class TextFile:
+    """A file of lines (a training log or a kernel log) to be scanned."""
+
+    kind: TextKind
+    path: Path  # where the bytes are read from
+    display: str  # how reports name it (relative path, or the original path on the run's host)
+    rank: int | None = None  # rank of the process that wrote it, when the file is per rank
+    mtime: float | None = None
+    boot_time: float | None = None  # dmesg only: wall time of boot, to place [secs] on the clock
+    year: int | None = None  # syslog-style kernel logs carry no year
+
+
+@dataclass(frozen=True)
+class Packages:
+    versions: Mapping[str, str]  # normalised name -> version
+    source: str
+
+
+@dataclass(frozen=True)
+class ExitRecord:
+    """How a process of the run ended: from a process table, a tmux pane or an error file."""
+
+    source: str
+    code: int | None = None
+    signal: int | None = None
+    rank: int | None = None
+    pid: int | None = None
+    message: str = ""
+    time: float | None = None  # when it failed, where the record says (torchelastic error files do)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Evidence that could not be collected, and why. Never silently 'healthy'."""
+
+    source: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: str
+    mode: str  # "scan" | "bundle" | "live"
+    host: str | None = None
+    collected_at: float | None = None
+    launcher: str | None = None  # "tmux" | "nohup" | "torchrun" | ...
+    inputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    run: RunInfo
+    texts: tuple[TextFile, ...] = ()
+    packages: Packages | None = None
+    gpu: GpuState | None = None
+    tmux: TmuxState | None = None
+    files: tuple[ExpectedFile, ...] | None = None
+    checkpoints: CheckpointState | None = None
+    process: ProcessState | None = None
+    exits: tuple[ExitRecord, ...] | None = None
+    gaps: tuple[Gap, ...] = ()
+    notes: tuple[str, ...] = field(default=())  # e.g. "skipped binary file x.pt"
+    # How the evidence was gathered (per collector: status, seconds, bytes); shown in JSON stats.
+    stats: Mapping[str, object] = field(default_factory=dict)
+
+    def texts_of(self, kind: TextKind) -> tuple[TextFile, ...]:
+        return tuple(t for t in self.texts if t.kind is kind)
+
+
+if TYPE_CHECKING:
+    from diagnose.evidence.facts import (
+        CheckpointFile as CheckpointFile,
+    )
+    from diagnose.evidence.facts import (
+        CheckpointState as CheckpointState,
+    )
+    from diagnose.evidence.facts import (
+        ExpectedFile as ExpectedFile,
+    )
+    from diagnose.evidence.facts import (
+        Gpu as Gpu,
+    )
+    from diagnose.evidence.facts import (
+        GpuProcess as GpuProcess,
+    )
+    from diagnose.evidence.facts import (
+        GpuState as GpuState,
+    )
+    from diagnose.evidence.facts import (
+        ProcessState as ProcessState,
+    )
+    from diagnose.evidence.facts import (
+        TmuxPane as TmuxPane,
+    )
+    from diagnose.evidence.facts import (
+        TmuxServer as TmuxServer,
+    )
+    from diagnose.evidence.facts import (
+        TmuxSession as TmuxSession,
+    )
+    from diagnose.evidence.facts import (
+        TmuxState as TmuxState,
+    )
+
+_FACT_CLASSES = frozenset({"GpuProcess", "Gpu", "GpuState", "TmuxServer", "TmuxPane", "TmuxSession", "TmuxState", "ExpectedFile", "CheckpointFile", "CheckpointState", "ProcessState"})
+
+
+def __getattr__(name: str) -> Any:
+    """The fact classes load on first use (scanning a log never needs them)."""
+    if name in _FACT_CLASSES:
+        from diagnose.evidence import facts as evidence_facts
+        return getattr(evidence_facts, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""A run on machines: config, run identity and discovery, hosts, collectors."""

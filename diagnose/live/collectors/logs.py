@@ -1,0 +1,102 @@
+"""The run's log files (every rank), torchelastic error files, and the logs the config expects.
+
+Nothing here reads a log through: a stat and a 4 KiB head (to tell text from binary and sniff
+the kind) per file; the scanner streams them later in chunks. A log the config names that does
+not exist is recorded as an expected file (the launch rules read it), with same-shaped
+siblings (older runs' logs) beside it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from pathlib import Path
+
+from diagnose.live.collectors.base import Captured, Context, Output, bundle_name, display_path
+from diagnose.evidence.model import FileKind, Gap
+from diagnose.evidence.sniff import rank_from_path, sniff
+from diagnose.evidence.textio import HEAD_BYTES, looks_binary
+
+SIBLINGS = 5
+
+
+def collect(ctx: Context) -> Output:
+    spec = ctx.spec
+    out = Output()
+    for path in spec.logs:
+        captured = _file(ctx, path, None, out)
+        if captured is not None:
+            out.files.append(captured)
+    for path in spec.error_files:
+        captured = _file(ctx, path, FileKind.ELASTIC_ERROR, out)
+        if captured is not None:
+            out.files.append(captured)
+    if spec.expected_logs is not None:
+        expected = []
+        for pattern in spec.expected_logs:
+            expected.append(_expected(ctx, pattern))
+        out.facts["expected_files"] = expected
+    if not out.files and not out.gaps:
+        if spec.expected_logs:
+            out.notes.append("none of the run's expected logs exists: " + ", ".join(spec.expected_logs))
+        else:
+            out.status, out.reason = "gap", "no log file of the run was found"
+    return out
+
+
+def _file(ctx: Context, path: str, kind: FileKind | None, out: Output) -> Captured | None:
+    host = ctx.host
+    display = display_path(path)
+    try:
+        st = host.stat(path)
+        if st is None:
+            return None
+        head = host.read_bytes(path, HEAD_BYTES)
+    except PermissionError:
+        out.gaps.append(Gap("logs", f"{display}: permission denied"))
+        return None
+    except OSError as exc:
+        out.gaps.append(Gap("logs", f"{display}: cannot read ({exc.strerror or exc})"))
+        return None
+    if kind is None:
+        if looks_binary(head) and not path.endswith((".gz", ".bz2", ".xz")):
+            out.notes.append(f"skipped {display}: binary file")
+            return None
+        kind = sniff(Path(path), head) if head else FileKind.LOG
+        if kind not in (FileKind.LOG, FileKind.DMESG, FileKind.ELASTIC_ERROR):
+            kind = FileKind.LOG  # a log of the run that happens to start like a package list is still its log
+    return Captured(kind, bundle_name("logs", path), host.local_path(path), display, rank_from_path(Path(path)),
+                    st.mtime, st.size)
+
+
+def _expected(ctx: Context, pattern: str) -> dict[str, object]:
+    """Whether an expected log exists, and which files of the same shape sit beside it."""
+    host = ctx.host
+    spec = ctx.spec
+    matches = host.glob(pattern) if re.search(r"[*?\[]", pattern) else ([pattern] if host.exists(pattern) else [])
+    entry: dict[str, object] = {"role": "log", "path": pattern, "exists": bool(matches), "size": None, "mtime": None,
+                                "siblings": []}
+    if matches:
+        try:
+            st = host.stat(matches[0])
+        except PermissionError:
+            st = None
+        if st is not None:
+            entry["size"], entry["mtime"] = st.size, st.mtime
+        return entry
+    # Same shape, another run: the template with the run id as a wildcard (train_{run}.log -> train_*.log).
+    folder, name = os.path.split(pattern)
+    if spec.id in name:
+        shape = name.replace(spec.id, "*")
+        found = []
+        for other in host.listdir(folder):
+            if other != name and fnmatch.fnmatchcase(other, shape):
+                try:
+                    st = host.stat(os.path.join(folder, other))
+                except PermissionError:
+                    continue
+                if st is not None and st.is_file:
+                    found.append((st.mtime, other))
+        entry["siblings"] = [other for _mtime, other in sorted(found, reverse=True)[:SIBLINGS]]
+    return entry

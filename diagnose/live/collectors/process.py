@@ -1,0 +1,73 @@
+"""Is the run still running? Its pid file (config `pid_file`), else processes whose command
+line names the run (config `match`, default: the run id as a word) or that work in the run's
+own directory. Exit statuses recorded elsewhere (a dead tmux pane, torchelastic error files)
+are added when the collection is put together.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from diagnose.live.collectors.base import Context, Output
+from diagnose.live.hosts import ProcessInfo
+from diagnose.live.runs import run_name_pattern
+
+# Programs that name the run without being it: the multiplexer hosting it, pagers and tails
+# reading its log, editors, and diagnose itself.
+NOT_THE_RUN = {"tmux", "tmux: server", "tmux: client", "screen", "SCREEN", "less", "more", "tail", "head", "grep", "rg",
+               "vi", "vim", "nvim", "nano", "emacs", "man", "watch", "journalctl", "dmesg", "nvidia-smi", "ssh", "sshd"}
+_INTERPRETER = re.compile(r"^(python[0-9.]*|torchrun|deepspeed|accelerate|srun|mpirun|bash|sh)$")
+
+
+def _is_diagnose(proc: ProcessInfo) -> bool:
+    """diagnose itself, or a command the other collectors run right now (NVML probe, package listing)."""
+    head = proc.cmdline[:4]
+    if any(os.path.basename(arg) == "diagnose" for arg in head) or ("-m" in head and "diagnose" in head):
+        return True
+    text = " ".join(head)
+    return "nvml_probe.py" in text or "importlib.metadata as m" in text or "-m pip list" in text
+
+
+def collect(ctx: Context) -> Output:
+    spec = ctx.spec
+    host = ctx.host
+    table = host.processes()
+    by_pid = {p.pid: p for p in table}
+    if spec.pid_file:
+        try:
+            raw = host.read_bytes(spec.pid_file, 64).decode("ascii", errors="replace").strip()
+        except FileNotFoundError:
+            raw = ""
+        except OSError as exc:
+            return Output(status="gap", reason=f"{spec.pid_file}: {exc.strerror or exc}")
+        if raw.isdigit():
+            proc = by_pid.get(int(raw))
+            state = {"source": f"pid file {spec.pid_file}", "alive": proc is not None, "pids": [int(raw)] if proc else [],
+                     "command": " ".join(proc.cmdline)[:300] if proc else ""}
+            return Output(facts={"process": state})
+    # Ourselves and our ancestors (the shell or script that started diagnose, whose command
+    # line may well name the run) are never the run.
+    mine: set[int] = set()
+    if host.local:
+        pid = os.getpid()
+        while pid in by_pid and pid > 1:
+            mine.add(pid)
+            pid = by_pid[pid].ppid
+    pattern = re.compile(re.escape(spec.match)) if spec.match else run_name_pattern(spec.id)
+    own_dir = spec.workdir if spec.workdir and spec.id in spec.workdir else None
+    found: list[ProcessInfo] = []
+    for proc in table:
+        if proc.pid in mine or proc.comm in NOT_THE_RUN or not proc.cmdline or _is_diagnose(proc):
+            continue
+        if os.path.basename(proc.cmdline[0]) in NOT_THE_RUN:
+            continue
+        by_command = bool(pattern.search(" ".join(proc.cmdline)))
+        by_dir = own_dir is not None and proc.cwd == own_dir and bool(_INTERPRETER.match(os.path.basename(proc.cmdline[0])))
+        if by_command or by_dir:
+            found.append(proc)
+    found.sort(key=lambda p: p.pid)
+    how = f"command line names {spec.match or spec.id!r}" + (f" or works in {own_dir}" if own_dir else "")
+    state = {"source": f"process table ({how})", "alive": bool(found), "pids": [p.pid for p in found],
+             "command": " ".join(found[0].cmdline)[:300] if found else ""}
+    return Output(facts={"process": state})

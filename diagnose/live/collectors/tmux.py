@@ -1,0 +1,59 @@
+"""The tmux server the run was launched on: running, stale socket (server killed, socket file
+left behind), or no socket; its sessions; dead panes (remain-on-exit) and their exit status.
+
+Always `tmux -S <socket>` with $TMUX unset, so an enclosing tmux session never decides which
+server we ask. tmux's own words are kept raw in the manifest and parsed by parsers/tmux.py,
+live and from a bundle alike. Asking a dead server's socket does not remove it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diagnose.live.collectors.base import Context, Output
+from diagnose.live.hosts import CommandResult
+from diagnose.evidence.parsers.tmux import PANE_FORMAT, SESSION_FORMAT, socket_path
+
+
+def _raw(result: CommandResult) -> dict[str, Any]:
+    return {"rc": result.rc if result.rc is not None else -1, "stdout": result.out,
+            "stderr": result.err if result.rc is not None else result.failure()}
+
+
+def collect(ctx: Context) -> Output:
+    spec = ctx.spec
+    host = ctx.host
+    socket, how = socket_path(host.uid(), host.environ(), spec.tmux_socket_name, spec.tmux_socket)
+    try:
+        st = host.stat(socket)
+        exists: bool | None = st is not None
+    except PermissionError:
+        exists = None
+    base = ["tmux", "-u", "-S", socket]  # -u: in a C locale tmux would print our tab separators as "_"
+    env: dict[str, str | None] = {"TMUX": None}
+    sessions = ctx.run([*base, "list-sessions", "-F", SESSION_FORMAT], env=env)
+    if sessions.error == "not found":
+        reason = "tmux is not installed"
+        return Output(status="gap" if spec.tmux_session else "skipped", reason=reason)
+    if sessions.timed_out:
+        return Output(status="timeout", reason=f"{sessions.failure()} (socket {socket})")
+    if sessions.ok:
+        panes = ctx.run([*base, "list-panes", "-a", "-F", PANE_FORMAT], env=env)
+        if panes.timed_out:
+            return Output(status="timeout", reason=f"{panes.failure()} (socket {socket})")
+        pane_raw = _raw(panes)
+    else:
+        pane_raw = {"rc": sessions.rc, "stdout": "", "stderr": ""}
+    names = {line.strip() for line in sessions.out.splitlines()} if sessions.ok else set()
+    expected = spec.tmux_session
+    if expected is None and spec.tmux_session_guess in names:
+        expected = spec.tmux_session_guess  # no config, but a session named after the run exists
+    capture = {
+        "socket": socket,
+        "socket_source": how,
+        "socket_exists": exists,
+        "expected_session": expected,
+        "list_sessions": _raw(sessions),
+        "list_panes": pane_raw,
+    }
+    return Output(facts={"tmux": capture})

@@ -1,0 +1,1 @@
+"""What we know about regexes: the sre shim, hang checks, the byte-level prefilter."""

@@ -1,0 +1,72 @@
+"""Reporters: one module per output format behind one interface, chosen by the Format enum."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from enum import Enum
+from typing import IO, TYPE_CHECKING, Protocol
+
+from diagnose.engine.findings import Diagnosis
+
+if TYPE_CHECKING:
+    from diagnose.rules.model import Rule
+
+
+class Format(str, Enum):
+    TERMINAL = "terminal"
+    JSON = "json"
+    SARIF = "sarif"
+    JUNIT = "junit"
+    MARKDOWN = "markdown"
+    GITHUB = "github"
+
+
+class Reporter(Protocol):
+    """rules: the loaded rules by id (SARIF describes them; others may ignore it).
+    fail_on: the --fail-on threshold, so a report can mark what fails the job (JUnit)."""
+
+    def __call__(self, diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
+                 rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None: ...
+
+
+# Format -> module under diagnose.report.render that defines `report(diagnosis, out, verbose, *, rules, fail_on)`.
+# Modules whose name starts with "_" are helpers, not formats (a test holds this table exhaustive).
+MODULES: dict[Format, str] = {
+    Format.TERMINAL: "terminal",
+    Format.JSON: "json_report",
+    Format.SARIF: "sarif",
+    Format.JUNIT: "junit",
+    Format.MARKDOWN: "markdown",
+    Format.GITHUB: "github",
+}
+
+
+def module_reporter(fmt: Format) -> Reporter:
+    """The format module's own report function, as it is: no masking. Use reporter() or render()."""
+    module_name = MODULES.get(fmt)
+    if module_name is None:
+        raise NotImplementedError(f"the {fmt.value} format is not available yet")
+    module = importlib.import_module(f"diagnose.report.{module_name}")
+    func: Reporter = module.report
+    return func
+
+
+def reporter(fmt: Format) -> Reporter:
+    """The reporter for a format, with secrets masked before it sees the diagnosis: every way to a
+    report goes through diagnose.report.redact, so no format (and no caller) can forget it."""
+    raw = module_reporter(fmt)
+
+    def masked(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
+               rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None:
+        from diagnose.report.redact import redact_diagnosis
+
+        raw(redact_diagnosis(diagnosis), out, verbose, rules=rules, fail_on=fail_on)
+
+    return masked
+
+
+def render(fmt: Format, diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
+           rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None:
+    """Write the report of one format (secrets masked)."""
+    reporter(fmt)(diagnosis, out, verbose, rules=rules, fail_on=fail_on)

@@ -1,0 +1,1 @@
+"""The rule language: model, loading, parsing, condition kinds, predicates as data, the cache."""

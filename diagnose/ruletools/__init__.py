@@ -1,0 +1,1 @@
+"""`diagnose rules list|show|test|lint|new|docs`."""
