@@ -76,7 +76,7 @@ def baseline_patterns(folder: Path) -> tuple[Path, int, int]:
     from ere import Untranslatable, to_ere
 
     from diagnose.evidence.model import TextKind
-    from diagnose.rules.model import load_rules
+    from diagnose.rules.load import load_rules
 
     patterns = sorted({c.pattern for r in load_rules().rules for c in r.text_conditions() if c.kind is TextKind.LOG})
     lines = []

@@ -182,7 +182,7 @@ def export_patterns(extra_dirs: list[Path]) -> dict[str, object]:
     """The log patterns of the rule set `diagnose scan` loads (plus extra rule folders)."""
     from diagnose.engine.evaluate import pattern_sets
     from diagnose.evidence.model import TextKind
-    from diagnose.rules.model import load_rules
+    from diagnose.rules.load import load_rules
 
     ruleset = load_rules(extra_dirs)
     sets = pattern_sets(ruleset.rules)

@@ -118,7 +118,7 @@ def config_rule_dirs(config_path: Path | None) -> list[Path]:
 
     if config_path is None and default_config_path() is None:
         return []  # no config: do not pay for importing the config machinery
-    from diagnose.live.runs import load_config
+    from diagnose.live.config import load_config
 
     return load_config(config_path).rule_dirs
 
@@ -203,7 +203,9 @@ def run_command(target: str, fmt: str, fail_on: str, rule_dirs: tuple[Path, ...]
         ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
         evidence = evidence_from_bundle(path)
     else:
-        from diagnose.live.runs import check_run_id, load_config, start_run
+        from diagnose.app import start_run
+        from diagnose.live.config import load_config
+        from diagnose.live.runs import check_run_id
 
         config = load_config(config_path)
         check_run_id(target)
@@ -226,7 +228,8 @@ def run_command(target: str, fmt: str, fail_on: str, rule_dirs: tuple[Path, ...]
 def collect_command(run_id: str, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...], verbose: bool) -> None:
     """Save everything about RUN_ID as a bundle (logs, kernel log, tmux, GPUs, packages, ...);
     `diagnose BUNDLE` on any machine then gives the same causes."""
-    from diagnose.live.runs import collect_bundle, load_config
+    from diagnose.app import collect_bundle
+    from diagnose.live.config import load_config
 
     config = load_config(config_path)
     written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty())
@@ -249,7 +252,8 @@ def scan_command(paths: tuple[str, ...], fmt: str, fail_on: str, rule_dirs: tupl
     package lists (pip freeze / pip list / conda list / collect_env / requirements.txt),
     torchelastic error files, bundles. Kinds are detected; KIND:PATH forces one
     (log, dmesg, nvidia-smi, nvml, packages, elastic-error). .gz/.bz2/.xz are read directly."""
-    from diagnose.app import diagnose, evidence_from_paths
+    from diagnose.app import diagnose
+    from diagnose.evidence.inputs import evidence_from_paths
 
     since_t, until_t = parse_time(since, "since"), parse_time(until, "until")
     ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))

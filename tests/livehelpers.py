@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from diagnose.live.collectors.base import Collection, collect_run
-from diagnose.live.runs import Config, parse_config, resolve
+from diagnose.live.collectors.run import Collection, collect_run
+from diagnose.live.config import Config, parse_config
+from diagnose.live.discovery import resolve
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs the tmux program (apt-get install tmux)")
 
@@ -89,13 +90,13 @@ def config(tmp_path: Path, text: str) -> Config:
     """A config from TOML text, as if read from tmp_path/diagnose.toml."""
     path = tmp_path / "diagnose.toml"
     path.write_text(text)
-    from diagnose.live.runs import load_config
+    from diagnose.live.config import load_config
 
     return load_config(path)
 
 
 def collect(run_id: str, cfg: Config, dirs: list[Path], only: tuple[str, ...] | None = None) -> Collection:
-    from diagnose.live.collectors.base import registry
+    from diagnose.live.collectors.run import registry
 
     spec = resolve(run_id, cfg, dirs)
     chosen = [c for c in registry() if only is None or c.name in only]

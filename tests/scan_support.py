@@ -14,9 +14,9 @@ import pytest
 import regex
 
 from diagnose.engine import scan
-from diagnose.evidence.model import TextFile, TextKind
-from diagnose.evidence.lines import ANSI_BYTES, rank_of
 from diagnose.engine.scan import KEEP, MAX_LINE, FileScan, PatternSet, Scanner
+from diagnose.evidence.lines import ANSI_BYTES, rank_of
+from diagnose.evidence.model import TextFile, TextKind
 
 DATA = Path(__file__).resolve().parent / "data"
 SCAN_DATA = DATA / "scan"
@@ -109,6 +109,6 @@ def real_logs() -> list[Path]:
 
 def rule_pack_patterns(kind: TextKind = TextKind.LOG) -> list[str]:
     from diagnose.engine.evaluate import pattern_sets
-    from diagnose.rules.model import load_rules
+    from diagnose.rules.load import load_rules
 
     return list(pattern_sets(load_rules().rules)[kind].patterns)

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.live.collectors.base import CollectorInfo, Context, Output, collect_run
+from diagnose.live.collectors.base import CollectorInfo, Context, Output
 from diagnose.live.collectors.dmesg import collect as collect_dmesg
+from diagnose.live.collectors.run import collect_run
+from diagnose.live.discovery import resolve
 from diagnose.live.hosts import CommandResult, LocalHost
-from diagnose.live.runs import resolve
 from tests.conftest import run_cli
 from tests.livehelpers import config, empty_config
 
@@ -186,7 +187,7 @@ def test_config_skip_and_budget(tmp_path: Path) -> None:
 def test_progress_only_when_slow(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from diagnose.live.collectors.base import _Progress
+    from diagnose.live.collectors.run import _Progress
 
     stream = io.StringIO()
     monkeypatch.setattr(sys, "stderr", stream)

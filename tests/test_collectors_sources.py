@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.evidence.lines import dmesg_seconds
 from diagnose.live.collectors.base import Context
 from diagnose.live.collectors.checkpoints import is_partial
 from diagnose.live.collectors.dmesg import _window_dmesg
 from diagnose.live.collectors.dmesg import collect as collect_dmesg
+from diagnose.live.discovery import resolve
 from diagnose.live.hosts import LocalHost
-from diagnose.evidence.lines import dmesg_seconds
-from diagnose.live.runs import resolve
 from tests.conftest import DATA
 from tests.livehelpers import collect, config, empty_config
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from diagnose.engine.evaluate import run_rules
 from diagnose.engine.rank import rank, render
-from diagnose.rules.model import Rule, load_rules
+from diagnose.rules.load import load_rules
+from diagnose.rules.model import Rule
 from diagnose.ruletools.selftest import evidence_for_case
 from tests.conftest import DATA, FIXTURES
 

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 import yaml
 
-from diagnose.rules.model import load_rules
+from diagnose.rules.load import load_rules
 from diagnose.ruletools.selftest import fixture_dirs, ranked_ids
 from tests.conftest import FIXTURES, REPO, run_cli
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from diagnose.patterns.hangcheck import static_problem, torture_problem
-from diagnose.rules.model import Rule, load_rules
+from diagnose.rules.load import load_rules
+from diagnose.rules.model import Rule
 from diagnose.ruletools.selftest import check_case, fixture_dirs, ranked_ids
 from tests.conftest import FIXTURES
 

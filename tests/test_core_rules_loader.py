@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.errors import RuleError
-from diagnose.rules.model import load_rules
+from diagnose.rules.load import load_rules
 from tests.conftest import run_cli
 
 GOOD = """\

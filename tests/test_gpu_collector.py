@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.live.collectors.gpu import PROBE
 from diagnose.evidence.parsers.gpu import parse_gpu_text
+from diagnose.live.collectors.gpu import PROBE
 from tests.livehelpers import collect, empty_config
 
 

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.app import diagnose
 from diagnose.engine.analyzers.collectives import analyse
 from diagnose.engine.analyzers.cuda import XID_LINE, assert_hint, describe_xid, xid_events
 from diagnose.engine.analyzers.runlog import RunLog, line_rank, read_file, run_log
 from diagnose.engine.analyzers.torchelastic import summarise
-from diagnose.app import diagnose
-from diagnose.evidence.bundle import evidence_from_bundle
-from diagnose.evidence.model import Evidence, RunInfo, TextFile, TextKind
-from diagnose.evidence.lines import log_time, rank_of
-from diagnose.evidence.parsers.elastic import ElasticSummary, parse_elastic_error, parse_failure_summary
-from diagnose.rules.model import load_rules
 from diagnose.engine.tracebacks import find_crashes
+from diagnose.evidence.bundle import evidence_from_bundle
+from diagnose.evidence.lines import log_time, rank_of
+from diagnose.evidence.model import Evidence, RunInfo, TextFile, TextKind
+from diagnose.evidence.parsers.elastic import ElasticSummary, parse_elastic_error, parse_failure_summary
+from diagnose.rules.load import load_rules
 from tests.conftest import FIXTURES
 
 RULES = load_rules()

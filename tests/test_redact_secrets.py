@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.app import diagnose, evidence_from_paths
+from diagnose.app import diagnose
+from diagnose.evidence.inputs import evidence_from_paths
 from diagnose.report.redact import MASK, redact, redact_diagnosis
 from diagnose.report.render import Format, reporter
 from tests.conftest import DATA

@@ -16,8 +16,9 @@ import jsonschema
 import pytest
 
 from diagnose import cli
-from diagnose.app import diagnose, evidence_from_paths
+from diagnose.app import diagnose
 from diagnose.engine.findings import Diagnosis
+from diagnose.evidence.inputs import evidence_from_paths
 from diagnose.report.render import MODULES, Format, module_reporter, reporter
 from diagnose.rules.model import RuleSet
 from tests.conftest import REPO

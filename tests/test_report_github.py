@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.app import diagnose, evidence_from_paths
+from diagnose.app import diagnose
+from diagnose.evidence.inputs import evidence_from_paths
 from diagnose.report.github import PER_KIND, annotation_lines, command, escape_data, escape_property, report
 from diagnose.rules.model import RuleSet
 from tests.conftest import REPO

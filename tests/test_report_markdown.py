@@ -10,7 +10,8 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from diagnose.app import diagnose, evidence_from_paths
+from diagnose.app import diagnose
+from diagnose.evidence.inputs import evidence_from_paths
 from diagnose.report.markdown import code_span, escape_inline, fenced, render_markdown
 from diagnose.rules.model import RuleSet
 from tests.conftest import REPO

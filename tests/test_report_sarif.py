@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from diagnose.app import diagnose, evidence_from_paths
+from diagnose.app import diagnose
+from diagnose.evidence.inputs import evidence_from_paths
 from diagnose.report.sarif import FINGERPRINT_KEY, LEVEL, template_text, to_sarif
 from diagnose.rules.model import RuleSet
 from tests.conftest import REPO

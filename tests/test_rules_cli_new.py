@@ -9,10 +9,10 @@ import pytest
 import regex
 
 from diagnose.errors import DiagnoseError
-from diagnose.rules.model import load_rule_file
+from diagnose.rules.load import load_rule_file
+from diagnose.rules.yamlnodes import Problems
 from diagnose.ruletools.selftest import check_case
 from diagnose.ruletools.tools import ERROR, lint_paths, lint_structure, pattern_from_line, scaffold_rule
-from diagnose.rules.yamlnodes import Problems
 from tests.conftest import run_cli
 
 # Real lines, copied from captures (path under /work/capture) or public reports.

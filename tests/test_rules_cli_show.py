@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diagnose.rules.model import load_rule_file
-from diagnose.ruletools.tools import describe_condition, show_rule
+from diagnose.rules.load import load_rule_file
 from diagnose.rules.yamlnodes import Problems
+from diagnose.ruletools.tools import describe_condition, show_rule
 from tests.conftest import REPO, run_cli
 
 RULE_FILE = REPO / "rules" / "library" / "library.numpy2-abi.yaml"

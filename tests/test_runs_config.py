@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from diagnose.errors import ConfigError
-from diagnose.live.runs import check_template, default_config_path, load_config, resolve
+from diagnose.live.config import check_template, default_config_path, load_config
+from diagnose.live.discovery import resolve
 from tests.conftest import run_cli
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.live.runs import resolve, run_name_pattern
+from diagnose.live.discovery import resolve
+from diagnose.live.runs import run_name_pattern
 from tests.conftest import DATA, run_cli
 from tests.livehelpers import collect, empty_config
 

@@ -11,7 +11,7 @@ import pytest
 
 from diagnose.engine import scan
 from diagnose.rules import cache as rulecache
-from diagnose.rules.model import load_rules
+from diagnose.rules.load import load_rules
 from tests.scan_support import SCAN_DATA, cache_dir, run_scan, summary_of  # noqa: F401
 
 DDP = SCAN_DATA / "ddp-healthy-train.log"

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from diagnose.rules import conditions as facts
-from diagnose.evidence.model import Evidence, TextKind
-from diagnose.rules.conditions import FactCondition
-from diagnose.engine.findings import EvidenceItem, Finding, Skipped
-from diagnose.rules.model import Condition, Rule, TextCondition
+from diagnose.engine.findings import Finding, Skipped
 from diagnose.engine.scan import FileScan, LineHit, PatternSet, scan_texts
+from diagnose.evidence.model import Evidence, EvidenceItem, TextKind
+from diagnose.rules import conditions as facts
+from diagnose.rules.conditions import FactCondition
+from diagnose.rules.model import Condition, Rule, TextCondition
 
 EVIDENCE_PER_CONDITION = 6
 
@@ -176,7 +176,10 @@ def evaluate_rule(rule: Rule, ctx: _Context) -> Finding | Skipped | None:
     captures = dict(outcome.captures)
     items = _dedupe(outcome.items)
     if rule.analyze:
-        from diagnose.engine.analyzers.registry import ANALYZERS, AnalyzerInput  # only when such a rule matched
+        from diagnose.engine.analyzers.registry import (  # only when such a rule matched
+            ANALYZERS,
+            AnalyzerInput,
+        )
 
         extra = ANALYZERS[rule.analyze](AnalyzerInput(ctx.evidence, outcome.hits, captures))
         if extra.discard:  # the analyzer found the rule does not hold after all

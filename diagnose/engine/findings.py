@@ -6,25 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from diagnose.evidence.model import EvidenceItem
+
 if TYPE_CHECKING:
     from diagnose.evidence.model import Evidence, Gap
     from diagnose.rules.model import Rule
-
-
-@dataclass(frozen=True)
-class EvidenceItem:
-    """One line (or one fact) a cause rests on."""
-
-    source: str  # file as reports name it, or a collector name ("tmux", "gpu") for facts
-    text: str
-    line: int | None = None
-    time: float | None = None
-    rank: int | None = None
-    host: str | None = None
-    count: int = 1  # how many lines matched this pattern here; only the first/last few are kept
-
-    def location(self) -> str:
-        return f"{self.source}:{self.line}" if self.line is not None else self.source
 
 
 @dataclass(frozen=True)

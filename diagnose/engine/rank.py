@@ -14,9 +14,9 @@ from __future__ import annotations
 import string
 from collections.abc import Mapping, Sequence, Set
 
-from diagnose.evidence.model import Evidence, TextKind
-from diagnose.engine.findings import Cause, EvidenceItem, Finding
+from diagnose.engine.findings import Cause, Finding
 from diagnose.engine.tracebacks import Crash, find_crashes
+from diagnose.evidence.model import Evidence, EvidenceItem, TextKind
 
 SEVERITY_WEIGHT = {"critical": 1.0, "error": 0.85, "warning": 0.6, "info": 0.3}
 SEVERITY_ORDER = ("critical", "error", "warning", "info")

@@ -36,9 +36,16 @@ from typing import Any, Protocol, TypeAlias
 import regex
 
 from diagnose import diskcache
-from diagnose.evidence.model import TextFile, TextKind
 from diagnose.evidence.lines import ANSI_BYTES, kernel_time, log_time, rank_of
-from diagnose.evidence.textio import CHUNK_BYTES, file_size, is_compressed, iter_blocks, prefetch, remember_newlines
+from diagnose.evidence.model import TextFile, TextKind
+from diagnose.evidence.textio import (
+    CHUNK_BYTES,
+    file_size,
+    is_compressed,
+    iter_blocks,
+    prefetch,
+    remember_newlines,
+)
 
 MAX_LINE = 64 * 1024
 KEEP = 3  # hits kept at each end, per pattern and rank

@@ -39,7 +39,7 @@ from diagnose.evidence.model import (
 )
 
 if TYPE_CHECKING:
-    from diagnose.app import FileEntry
+    from diagnose.evidence.assemble import FileEntry
 
 MANIFEST = "manifest.json"
 FORMAT = "diagnose-bundle"
@@ -177,7 +177,7 @@ def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mod
                            default_id: str = "run") -> Evidence:
     """Evidence from a manifest and its files. A live collection goes through here too (its
     files still in place), so a bundle gives the same answer the live run gave."""
-    from diagnose.app import evidence_from_files
+    from diagnose.evidence.assemble import evidence_from_files
     from diagnose.evidence.parsers.tmux import parse_tmux
 
     run = manifest.run

@@ -153,3 +153,19 @@ def __getattr__(name: str) -> Any:
         from diagnose.evidence import facts as evidence_facts
         return getattr(evidence_facts, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@dataclass(frozen=True)
+class EvidenceItem:
+    """One line (or one fact) a cause rests on."""
+
+    source: str  # file as reports name it, or a collector name ("tmux", "gpu") for facts
+    text: str
+    line: int | None = None
+    time: float | None = None
+    rank: int | None = None
+    host: str | None = None
+    count: int = 1  # how many lines matched this pattern here; only the first/last few are kept
+
+    def location(self) -> str:
+        return f"{self.source}:{self.line}" if self.line is not None else self.source

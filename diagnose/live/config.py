@@ -1,10 +1,40 @@
-"""Where the config file is, without importing the config machinery (kept cheap: every
-command asks, and `diagnose scan` of a small log must start fast)."""
+"""diagnose.toml: where it is, and what it says (every problem as `file:line: ...`, exit 2).
+
+Only light standard-library imports here: every command asks where the config is, and
+`diagnose scan` of a small log must start fast (tomllib loads only when a file is read).
+
+Config (TOML): `--config FILE`, else `./diagnose.toml`, else `~/.config/diagnose/config.toml`
+($XDG_CONFIG_HOME respected). Strings in [run] / [runs."<id or pattern>"] are templates: {run}
+(the RUN_ID), {home}, {user}, {host}.
+
+    rules = ["my-rules"]              # extra rule folders, relative to the config file
+    [collect]
+    timeout = 10                      # seconds each collector may take
+    budget = 30                       # seconds for all of them together
+    skip = ["gpu"]                    # collectors not to run
+    [run]                             # applies to every run
+    dir = "/workspace"                # the run's working directory (relative paths start here)
+    logs = ["logs/{run}.log", "logs/{run}/rank*.log"]
+    checkpoints = "ckpt/{run}"
+    tmux_session = "{run}"            # tmux_socket = "/path" (-S) or tmux_socket_name = "x" (-L)
+    python = "/opt/venvs/{run}/bin/python"   # or venv = "/opt/venvs/{run}"
+    [runs."flex*"]                    # overrides for matching run ids (first match wins)
+    dir = "/data/flex"
+"""
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import re
+import string
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from diagnose.errors import ConfigError
 
 CONFIG_NAME = "diagnose.toml"
 
@@ -19,3 +49,198 @@ def default_config_path(cwd: Path | None = None) -> Path | None:
         except OSError:  # a home we may not look into (HOME of another user) has no config for us
             continue
     return None
+
+
+TEMPLATE_FIELDS = ("run", "home", "user", "host")
+
+
+TOP_KEYS = ("rules", "collect", "run", "runs")
+
+
+COLLECT_KEYS = ("timeout", "budget", "skip")
+
+
+COLLECTOR_NAMES = ("logs", "dmesg", "checkpoints", "tmux", "packages", "gpu", "process")
+
+
+# run keys: name -> (kind, template?) ; kind "str" or "list" (a string is taken as a one-item list)
+RUN_KEYS: dict[str, tuple[str, bool]] = {
+    "dir": ("str", True),
+    "logs": ("list", True),
+    "checkpoints": ("str", True),
+    "tmux_session": ("str", True),
+    "tmux_socket": ("str", True),
+    "tmux_socket_name": ("str", True),
+    "python": ("str", True),
+    "venv": ("str", True),
+    "pid_file": ("str", True),
+    "match": ("str", True),
+    "error_files": ("list", True),
+    "wandb_dir": ("str", True),
+    "kernel_logs": ("list", True),
+    "launcher": ("str", False),
+}
+
+
+DEFAULT_TIMEOUT = 10.0
+
+
+DEFAULT_BUDGET = 30.0
+
+
+@dataclass
+class Config:
+    rule_dirs: list[Path] = field(default_factory=list)
+    path: Path | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)  # [run]
+    runs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # [runs."pattern"], in file order
+    timeout: float | None = None
+    budget: float = DEFAULT_BUDGET
+    skip: tuple[str, ...] = ()
+
+    def for_run(self, run_id: str) -> tuple[dict[str, Any], str | None]:
+        """The run's settings ([run] overlaid with the first matching [runs.X]) and which section matched."""
+        merged = dict(self.defaults)
+        for pattern, settings in self.runs:
+            if pattern == run_id or fnmatch.fnmatchcase(run_id, pattern):
+                merged.update(settings)
+                return merged, pattern
+        return merged, None
+
+
+def _toml_loads(text: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+    result: dict[str, Any] = tomllib.loads(text)
+    return result
+
+
+class _Lines:
+    """Finds the line a key was written on (tomllib gives values, not positions)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+
+    def of(self, table: str | None, key: str | None = None) -> int:
+        current: str | None = None
+        table_line = 1
+        for number, raw in enumerate(self.lines, 1):
+            line = raw.strip()
+            header = re.match(r"^\[\s*([^\[\]]+?)\s*\]$", line)
+            if header:
+                current = re.sub(r"\s*\.\s*", ".", header.group(1)).replace('"', "").replace("'", "")
+                if key is None and current == table:
+                    return number
+                if current == table:
+                    table_line = number
+                continue
+            if key is not None and current == table:
+                match = re.match(r'^["\']?([A-Za-z0-9_.-]+)["\']?\s*=', line)
+                if match and match.group(1) == key:
+                    return number
+        return table_line
+
+
+def load_config(path: Path | None, cwd: Path | None = None) -> Config:
+    """The config from --config PATH, ./diagnose.toml or the user's config; defaults when none."""
+    if path is None:
+        path = default_config_path(cwd)
+        if path is None:
+            return Config()
+    elif not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config ({exc})") from None
+    try:
+        data = _toml_loads(text)
+    except ValueError as exc:  # tomllib.TOMLDecodeError: "... (at line 3, column 5)"
+        message = str(exc)
+        match = re.search(r"\(at line (\d+), column \d+\)", message)
+        line = match.group(1) if match else "1"
+        raise ConfigError(f"{path}:{line}: invalid TOML: {re.sub(r' *[(]at line.*[)]', '', message)}") from None
+    return parse_config(data, path, _Lines(text))
+
+
+def _where(path: Path, lines: _Lines, table: str | None, key: str | None = None) -> str:
+    return f"{path}:{lines.of(table, key)}"
+
+
+def check_template(value: str) -> str | None:
+    """None when the template is fine, else what is wrong with it."""
+    try:
+        parts = list(string.Formatter().parse(value))
+    except ValueError as exc:
+        return f"bad template {value!r}: {exc} (write a literal brace as {{{{ or }}}})"
+    for _literal, name, spec, conversion in parts:
+        if name is None:
+            continue
+        if name not in TEMPLATE_FIELDS:
+            known = ", ".join("{" + f + "}" for f in TEMPLATE_FIELDS)
+            return f"bad template {value!r}: unknown field {{{name}}} (known: {known})"
+        if spec or conversion:
+            return f"bad template {value!r}: {{{name}}} takes no format spec or conversion"
+    return None
+
+
+def _run_table(data: Any, path: Path, lines: _Lines, table: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{_where(path, lines, table)}: [{table}] must be a table")
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in RUN_KEYS:
+            raise ConfigError(f"{_where(path, lines, table, key)}: unknown key {key!r} in [{table}] "
+                              f"(known: {', '.join(RUN_KEYS)})")
+        kind, is_template = RUN_KEYS[key]
+        values: list[Any] = [value] if kind == "list" and isinstance(value, str) else value if kind == "list" else [value]
+        if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+            wanted = "a string or a list of strings" if kind == "list" else "a string"
+            raise ConfigError(f"{_where(path, lines, table, key)}: {key} in [{table}] must be {wanted}")
+        if is_template:
+            for item in values:
+                problem = check_template(item)
+                if problem:
+                    raise ConfigError(f"{_where(path, lines, table, key)}: {key}: {problem}")
+        out[key] = values if kind == "list" else values[0]
+    return out
+
+
+def parse_config(data: Mapping[str, Any], path: Path, lines: _Lines | None = None) -> Config:
+    lines = lines or _Lines("")
+    config = Config(path=path)
+    for key in data:
+        if key not in TOP_KEYS:
+            raise ConfigError(f"{_where(path, lines, key if isinstance(data[key], dict) else None, None if isinstance(data[key], dict) else key)}: "
+                              f"unknown key {key!r} (known: {', '.join(TOP_KEYS)})")
+    rules = data.get("rules", [])
+    if isinstance(rules, str):
+        rules = [rules]
+    if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
+        raise ConfigError(f"{_where(path, lines, None, 'rules')}: rules must be a list of folders")
+    config.rule_dirs = [(path.parent / os.path.expanduser(r)).resolve() for r in rules]
+    collect = data.get("collect", {})
+    if not isinstance(collect, dict):
+        raise ConfigError(f"{_where(path, lines, None, 'collect')}: collect must be a table")
+    for key, value in collect.items():
+        where = _where(path, lines, "collect", key)
+        if key not in COLLECT_KEYS:
+            raise ConfigError(f"{where}: unknown key {key!r} in [collect] (known: {', '.join(COLLECT_KEYS)})")
+        if key in ("timeout", "budget"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"{where}: {key} must be a positive number of seconds")
+            setattr(config, key, float(value))
+        else:
+            if not isinstance(value, list) or not all(v in COLLECTOR_NAMES for v in value):
+                raise ConfigError(f"{where}: skip must be a list of collector names ({', '.join(COLLECTOR_NAMES)})")
+            config.skip = tuple(value)
+    if "run" in data:
+        config.defaults = _run_table(data["run"], path, lines, "run")
+    runs = data.get("runs", {})
+    if not isinstance(runs, dict):
+        raise ConfigError(f"{_where(path, lines, None, 'runs')}: runs must hold tables like [runs.\"flex*\"]")
+    for pattern, table in runs.items():
+        config.runs.append((pattern, _run_table(table, path, lines, f"runs.{pattern}")))
+    return config

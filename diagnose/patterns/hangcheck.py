@@ -142,3 +142,20 @@ def torture_problem(pattern: str, timeout: float = TORTURE_TIMEOUT) -> str | Non
         except TimeoutError:
             return f"took over {timeout} s on a 16 KiB test line: it would hang on long log lines"
     return None
+
+
+def check_pattern(pattern: str, check_hang: bool = True) -> str | None:
+    """Why a line pattern is unusable, or None."""
+    import regex
+
+    try:
+        compiled = regex.compile(pattern)
+    except regex.error as exc:
+        return f"bad regex {pattern!r}: {exc}"
+    if compiled.search("") is not None:
+        return f"regex {pattern!r} matches an empty line, so it would match every line"
+    if check_hang:
+        problem = static_problem(pattern) or torture_problem(pattern)
+        if problem:
+            return f"regex {pattern!r}: {problem}"
+    return None

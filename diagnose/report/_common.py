@@ -6,8 +6,9 @@ import os
 import re
 from pathlib import Path, PurePosixPath
 
-from diagnose.engine.findings import Diagnosis, EvidenceItem
+from diagnose.engine.findings import Diagnosis
 from diagnose.engine.rank import SEVERITY_ORDER as SEVERITIES
+from diagnose.evidence.model import EvidenceItem
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 

@@ -17,7 +17,8 @@ import sys
 from collections.abc import Mapping
 from typing import IO
 
-from diagnose.engine.findings import Cause, Diagnosis, EvidenceItem
+from diagnose.engine.findings import Cause, Diagnosis
+from diagnose.evidence.model import EvidenceItem
 from diagnose.report._common import at_or_above, is_file_evidence, relative_path, scan_root, strip_ansi
 from diagnose.report.markdown import render_markdown
 

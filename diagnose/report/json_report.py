@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import IO, Any
 
-from diagnose.engine.findings import Cause, Diagnosis, EvidenceItem
+from diagnose.engine.findings import Cause, Diagnosis
+from diagnose.evidence.model import EvidenceItem
 
 SCHEMA_VERSION = 1
 

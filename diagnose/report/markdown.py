@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from itertools import groupby
 from typing import IO
 
-from diagnose.engine.findings import Cause, Diagnosis, EvidenceItem
+from diagnose.engine.findings import Cause, Diagnosis
+from diagnose.evidence.model import EvidenceItem
 from diagnose.report._common import at_or_above, evidence_summary, inputs, strip_ansi
 
 MAX_EVIDENCE = 12  # lines per cause unless -v

@@ -23,8 +23,9 @@ from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from diagnose import __version__
-from diagnose.engine.findings import Cause, Diagnosis, EvidenceItem
+from diagnose.engine.findings import Cause, Diagnosis
 from diagnose.engine.rank import UNRECOGNISED_ID
+from diagnose.evidence.model import EvidenceItem
 from diagnose.report._common import inputs, is_file_evidence, one_line, relative_path, scan_root, strip_ansi
 from diagnose.report.markdown import escape_inline
 

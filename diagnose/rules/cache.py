@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from diagnose import diskcache
-from diagnose.rules.model import RuleSet, builtin_rules_dir, load_rules
+from diagnose.rules.load import builtin_rules_dir, load_rules
+from diagnose.rules.model import RuleSet
 
 _FORMAT = 1
 

@@ -13,9 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from diagnose.evidence.model import Evidence, EvidenceItem
 from diagnose.rules import predicates as p
-from diagnose.evidence.model import Evidence
-from diagnose.engine.findings import EvidenceItem
 
 if TYPE_CHECKING:
     from diagnose.evidence.model import Gpu

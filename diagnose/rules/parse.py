@@ -9,9 +9,11 @@ from collections.abc import Sequence
 
 import yaml
 
-from diagnose.rules import predicates
 from diagnose.evidence.model import TextKind
+from diagnose.patterns.hangcheck import check_pattern
+from diagnose.rules import predicates
 from diagnose.rules.conditions import FACT_KINDS, FactCondition
+from diagnose.rules.extensions import ANALYZER_CAPTURES
 from diagnose.rules.model import (
     ID_SHAPE,
     OPS,
@@ -27,7 +29,6 @@ from diagnose.rules.model import (
     Rule,
     RuleTest,
     TextCondition,
-    check_pattern,
 )
 from diagnose.rules.yamlnodes import Problems, YamlFile
 
@@ -156,11 +157,9 @@ class RuleParser:
             self.error(line, f"bad placeholder braces ({exc}); write {{{{ and }}}} for literal braces")
 
     def analyzer(self, entry: tuple[yaml.Node, int]) -> str | None:
-        from diagnose.engine.analyzers.registry import ANALYZERS
-
         value = self.string(entry)
-        if value is not None and value not in ANALYZERS:
-            self.error(entry[1], f"unknown analyzer '{value}' (known: {', '.join(sorted(ANALYZERS))})")
+        if value is not None and value not in ANALYZER_CAPTURES:
+            self.error(entry[1], f"unknown analyzer '{value}' (known: {', '.join(sorted(ANALYZER_CAPTURES))})")
             return None
         return value
 

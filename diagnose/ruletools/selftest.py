@@ -30,8 +30,8 @@ from diagnose.evidence.model import (
     TmuxState,
 )
 from diagnose.rules.conditions import normalise_package
-from diagnose.rules.predicates import parse_signal
 from diagnose.rules.model import Rule, RuleSet, RuleTest
+from diagnose.rules.predicates import parse_signal
 
 Echo = Callable[[str], Any]
 SEVERITIES_AT_LEAST_WARNING = ("critical", "error", "warning")
@@ -146,8 +146,9 @@ def load_expect(path: Path) -> dict[str, Any]:
 
 
 def ranked_ids(fixture: Path, ruleset: RuleSet, engine: str = "auto", via_scan: bool = False) -> list[str]:
-    from diagnose.app import diagnose, evidence_from_paths
+    from diagnose.app import diagnose
     from diagnose.evidence.bundle import evidence_from_bundle
+    from diagnose.evidence.inputs import evidence_from_paths
 
     evidence = evidence_from_paths([str(fixture)]) if via_scan else evidence_from_bundle(fixture)
     diagnosis = diagnose(evidence, ruleset, engine=engine)
@@ -155,7 +156,7 @@ def ranked_ids(fixture: Path, ruleset: RuleSet, engine: str = "auto", via_scan: 
 
 
 def run_fixture_tests(ruleset: RuleSet, paths: Sequence[Path], engine: str = "auto", echo: Echo = print) -> int:
-    from diagnose.rules.model import builtin_rules_dir
+    from diagnose.rules.load import builtin_rules_dir
 
     if not paths:
         root = builtin_rules_dir().parent / "fixtures"

@@ -16,16 +16,9 @@ from pathlib import Path
 
 from diagnose.errors import DiagnoseError
 from diagnose.rules.conditions import FACT_KINDS, FactCondition, normalise_package
-from diagnose.rules.model import (
-    ID_SHAPE,
-    Condition,
-    Group,
-    Rule,
-    TextCondition,
-    builtin_rules_dir,
-    load_rule_file,
-    rule_files,
-)
+from diagnose.rules.extensions import ANALYZER_CAPTURES
+from diagnose.rules.load import builtin_rules_dir, load_rule_file, rule_files
+from diagnose.rules.model import ID_SHAPE, Condition, Group, Rule, TextCondition
 from diagnose.rules.yamlnodes import Problems
 
 # ---------------------------------------------------------------- show
@@ -272,11 +265,11 @@ def lint_structure(rule: Rule, fixture_names: Iterable[str] = ()) -> list[LintIs
                 line = child.line if not isinstance(child, Group) else group.line
                 add("DL402", line, f"{_show_key(key)} appears twice in the same `{group.op}`")
             seen.setdefault(key, getattr(child, "line", group.line))
-    if rule.analyze is None:  # an analyzer may add captures of its own
-        known = capturable(rule.when)
-        for where, text in (("title", rule.title), ("explanation", rule.explanation), *(("fix", f) for f in rule.fix)):
-            for name in sorted(placeholders(text) - known):
-                add("DL403", 1, f"{{{name}}} in {where}: no condition captures '{name}' (known: {', '.join(sorted(known)) or 'none'})")
+    # an analyzer adds the captures that rules/extensions.py declares for it
+    known = capturable(rule.when) | ANALYZER_CAPTURES.get(rule.analyze or "", frozenset())
+    for where, text in (("title", rule.title), ("explanation", rule.explanation), *(("fix", f) for f in rule.fix)):
+        for name in sorted(placeholders(text) - known):
+            add("DL403", 1, f"{{{name}}} in {where}: no condition or analyzer captures '{name}' (known: {', '.join(sorted(known)) or 'none'})")
     if rule.path.parent.name != rule.category:
         add("DL501", 1, f"category '{rule.category}' but the file is in '{rule.path.parent.name}/'")
     return issues
@@ -300,8 +293,8 @@ def lint_healthy(rules: Sequence[Rule], fixtures: Sequence[Path], engine: str = 
 
     Rules are evaluated independently of each other, so one scan with all of them finds exactly
     what a scan with each rule alone would."""
-    from diagnose.evidence.bundle import evidence_from_bundle
     from diagnose.engine.evaluate import run_rules
+    from diagnose.evidence.bundle import evidence_from_bundle
 
     issues: list[LintIssue] = []
     for fixture in fixtures:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from diagnose.evidence.model import Evidence
-from diagnose.engine.findings import EvidenceItem
 from diagnose.engine.scan import FileScan, LineHit
+from diagnose.evidence.model import Evidence, EvidenceItem
 
 
 @dataclass

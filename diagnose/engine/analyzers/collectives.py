@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 
 from diagnose.engine.analyzers.base import AnalyzerInput, AnalyzerOutput, register
 from diagnose.engine.analyzers.runlog import CollectiveRecord, LogLine, RunLog, run_log
-from diagnose.evidence.model import Evidence
-from diagnose.engine.findings import EvidenceItem
+from diagnose.evidence.model import Evidence, EvidenceItem
 
 # Errors that are the effect of another rank's failure, not a failure of their own.
 CONSEQUENCE = re.compile(

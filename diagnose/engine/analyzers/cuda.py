@@ -16,9 +16,8 @@ from pathlib import Path
 
 from diagnose.engine.analyzers.base import AnalyzerInput, AnalyzerOutput, register
 from diagnose.engine.analyzers.runlog import LogLine, run_log
-from diagnose.evidence.model import Evidence, TextKind
-from diagnose.engine.findings import EvidenceItem
 from diagnose.evidence.lines import kernel_time
+from diagnose.evidence.model import Evidence, EvidenceItem, TextKind
 from diagnose.evidence.textio import read_tail
 
 # Xid -> (driver mnemonic, NVIDIA's description, who causes it, what to do). From NVIDIA's Xid catalog

@@ -12,12 +12,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from diagnose.evidence.model import Evidence, TextFile, TextKind
-from diagnose.engine.findings import EvidenceItem
+from diagnose.engine.tracebacks import Crash, find_crashes
 from diagnose.evidence.lines import log_time, rank_of, strip_ansi
+from diagnose.evidence.model import Evidence, EvidenceItem, TextFile, TextKind
 from diagnose.evidence.parsers.elastic import ROOT_HEADER, ElasticSummary, parse_failure_summary
 from diagnose.evidence.textio import read_tail
-from diagnose.engine.tracebacks import Crash, find_crashes
 
 TAIL_BYTES = 4 * 1024 * 1024
 _CACHE_SIZE = 4

@@ -12,8 +12,7 @@ from __future__ import annotations
 from diagnose.engine.analyzers.base import AnalyzerInput, AnalyzerOutput, register
 from diagnose.engine.analyzers.collectives import CONSEQUENCE, last_words, ranks_text
 from diagnose.engine.analyzers.runlog import RunLog, run_log
-from diagnose.evidence.model import Evidence, ExitRecord
-from diagnose.engine.findings import EvidenceItem
+from diagnose.evidence.model import Evidence, EvidenceItem, ExitRecord
 from diagnose.evidence.parsers.elastic import ElasticFailure
 
 

@@ -11,8 +11,8 @@ import re
 import time
 from dataclasses import asdict
 
-from diagnose.live.collectors.base import Context, Output
 from diagnose.evidence.model import CheckpointFile, CheckpointState
+from diagnose.live.collectors.base import Context, Output
 
 MAX_FILES = 200_000
 _PARTIAL = re.compile(r"\.(tmp|temp|partial|incomplete|part|inprogress)$|\.tmp[.-]|^tmp[^/]*\.(pt|pth|bin|safetensors|ckpt)$",

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 import time
 
-from diagnose.live.collectors.base import Captured, Context, Output
-from diagnose.evidence.model import FileKind
 from diagnose.evidence.lines import dmesg_seconds, kernel_time
+from diagnose.evidence.model import FileKind
+from diagnose.live.collectors.base import Captured, Context, Output
 
 KERN_LOG_TAIL = 64 * 1024 * 1024  # the end of a syslog file is where the run's lines are
 _PERMISSION = re.compile(r"not permitted|permission denied|insufficient permissions", re.IGNORECASE)

@@ -10,8 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from diagnose.live.collectors.base import Captured, Context, Output
 from diagnose.evidence.model import FileKind
+from diagnose.live.collectors.base import Captured, Context, Output
 
 PROBE = Path(__file__).with_name("nvml_probe.py")
 

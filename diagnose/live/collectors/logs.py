@@ -13,10 +13,10 @@ import os
 import re
 from pathlib import Path
 
-from diagnose.live.collectors.base import Captured, Context, Output, bundle_name, display_path
 from diagnose.evidence.model import FileKind, Gap
 from diagnose.evidence.sniff import rank_from_path, sniff
 from diagnose.evidence.textio import HEAD_BYTES, looks_binary
+from diagnose.live.collectors.base import Captured, Context, Output, bundle_name, display_path
 
 SIBLINGS = 5
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import os
 
-from diagnose.live.collectors.base import Captured, Context, Output, display_path
 from diagnose.evidence.model import FileKind
+from diagnose.live.collectors.base import Captured, Context, Output, display_path
 
 # Runs in the run's interpreter; JSON like `pip list --format=json` so one parser reads both.
 SNIPPET = (

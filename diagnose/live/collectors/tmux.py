@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from diagnose.evidence.parsers.tmux import PANE_FORMAT, SESSION_FORMAT, socket_path
 from diagnose.live.collectors.base import Context, Output
 from diagnose.live.hosts import CommandResult
-from diagnose.evidence.parsers.tmux import PANE_FORMAT, SESSION_FORMAT, socket_path
 
 
 def _raw(result: CommandResult) -> dict[str, Any]:

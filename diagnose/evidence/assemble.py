@@ -1,0 +1,96 @@
+"""Sniffed files -> Evidence, and several Evidence into one."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from diagnose.evidence.model import Evidence, ExitRecord, FileKind, Gap, Packages, RunInfo, TextFile, TextKind
+from diagnose.evidence.textio import read_text
+
+if TYPE_CHECKING:
+    from diagnose.evidence.model import GpuState
+
+FileEntry = tuple[FileKind, Path, str, "int | None", "float | None"]  # kind, location, display, rank, mtime
+
+
+def display_path(path: Path) -> str:
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return relative if not relative.startswith("..") else str(path)
+
+
+def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = None, run: RunInfo | None = None,
+                        notes: Sequence[str] = ()) -> Evidence:
+    """Turn sniffed files into Evidence: text files to scan, package lists, GPU state, exit records."""
+    texts: list[TextFile] = []
+    versions: dict[str, str] = {}
+    package_sources: list[str] = []
+    gpu: GpuState | None = None
+    exits: list[ExitRecord] = []
+    gaps: list[Gap] = []
+    for kind, location, display, rank, mtime in entries:
+        text_kind = kind.text_kind
+        if text_kind is not None:
+            year = time.localtime(mtime).tm_year if mtime else None
+            texts.append(TextFile(text_kind, location, display, rank, mtime, boot_time if text_kind.value == "dmesg" else None, year))
+            continue
+        content = read_text(location)
+        # Each parser loads only when a file of its kind is there.
+        if kind is FileKind.PACKAGES:
+            from diagnose.evidence.parsers.packages import parse_packages
+
+            parsed = parse_packages(content, display)
+            for name, version in parsed.versions.items():
+                versions.setdefault(name, version)
+            package_sources.append(display)
+        elif kind is FileKind.NVIDIA_SMI:
+            from diagnose.evidence.parsers.gpu import parse_gpu_text
+
+            smi = parse_gpu_text(content, display)
+            if smi.gpus:
+                gpu = smi
+            else:
+                # nvidia-smi printed an error ("Failed to initialize NVML: Driver/library version
+                # mismatch", "couldn't communicate with the NVIDIA driver"): scan it like a log so
+                # the driver rules see it, and say the GPU state is missing.
+                year = time.localtime(mtime).tm_year if mtime else None
+                texts.append(TextFile(TextKind.LOG, location, display, rank, mtime, None, year))
+                first = next((line.strip() for line in content.splitlines() if line.strip()), "no output")
+                gaps.append(Gap("gpu", f"{display}: no GPU state in it ({first[:200]})"))
+        elif kind is FileKind.NVML:
+            from diagnose.evidence.parsers.gpu import parse_nvml_json
+
+            try:
+                gpu = parse_nvml_json(json.loads(content), display)
+            except ValueError as exc:
+                gaps.append(Gap("gpu", f"{display}: unreadable NVML JSON ({exc})"))
+        elif kind is FileKind.ELASTIC_ERROR:
+            from diagnose.evidence.parsers.elastic import parse_elastic_error
+
+            record, _message, _when = parse_elastic_error(content, display, rank)
+            exits.append(record)
+    packages = Packages(versions, ", ".join(package_sources)) if package_sources else None
+    info = run or RunInfo(id="scan", mode="scan", inputs=tuple(str(e[1]) for e in entries))
+    return Evidence(info, tuple(texts), packages, gpu, exits=tuple(exits) if exits else None, gaps=tuple(gaps), notes=tuple(notes))
+
+
+def merge(first: Evidence, second: Evidence) -> Evidence:
+    """Evidence from several inputs: texts add up; for single-valued facts the first wins."""
+    packages = first.packages
+    if second.packages is not None:
+        versions = dict(second.packages.versions)
+        versions.update(first.packages.versions if first.packages else {})
+        packages = Packages(versions, ", ".join(s for s in (first.packages.source if first.packages else "", second.packages.source) if s))
+    exits = None if first.exits is None and second.exits is None else (first.exits or ()) + (second.exits or ())
+    return Evidence(
+        first.run, first.texts + second.texts, packages, first.gpu or second.gpu, first.tmux or second.tmux,
+        first.files if first.files is not None else second.files, first.checkpoints or second.checkpoints,
+        first.process or second.process, exits, first.gaps + second.gaps, first.notes + second.notes,
+    )

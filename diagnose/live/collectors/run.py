@@ -1,0 +1,215 @@
+"""Run every collector of a run concurrently, each under its own limit, and assemble the
+bundle Manifest they add up to. A collector that fails (a bug) or outlives its limit is a gap.
+
+Everything a live run is diagnosed from passes through a bundle Manifest, so `diagnose
+collect` then `diagnose BUNDLE` gives the answer `diagnose RUN_ID` gave."""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from diagnose.evidence.bundle import BundleFile, CollectorStatus, Manifest, evidence_from_manifest
+from diagnose.evidence.model import Evidence, ExitRecord, FileKind
+from diagnose.live.collectors.base import Captured, CollectorInfo, Context, Output, gap
+
+if TYPE_CHECKING:
+    from diagnose.live.runs import RunSpec
+
+
+GRACE = 0.5  # seconds past its limit before a collector is given up on
+
+
+PROGRESS_AFTER = 0.7  # seconds before progress is shown (only on a terminal)
+
+
+def registry() -> list[CollectorInfo]:
+    from diagnose.live.collectors.checkpoints import collect as checkpoints
+    from diagnose.live.collectors.dmesg import collect as dmesg
+    from diagnose.live.collectors.gpu import collect as gpu
+    from diagnose.live.collectors.logs import collect as logs
+    from diagnose.live.collectors.packages import collect as packages
+    from diagnose.live.collectors.process import collect as process
+    from diagnose.live.collectors.tmux import collect as tmux
+
+    return [
+        CollectorInfo("logs", logs, 10.0),
+        CollectorInfo("dmesg", dmesg, 10.0),
+        CollectorInfo("checkpoints", checkpoints, 10.0),
+        CollectorInfo("tmux", tmux, 5.0),
+        CollectorInfo("packages", packages, 20.0),
+        CollectorInfo("gpu", gpu, 20.0),
+        CollectorInfo("process", process, 5.0),
+    ]
+
+
+@dataclass
+class Collection:
+    """What the collectors found, as a bundle manifest plus the files it lists."""
+
+    manifest: Manifest
+    files: list[Captured]
+    seconds: float
+
+    def entries(self) -> list[tuple[FileKind, Path, str, int | None, float | None]]:
+        return [(c.kind, c.source, c.origin, c.rank, c.mtime) for c in self.files]
+
+    def copies(self) -> dict[str, Path | bytes]:
+        return {c.bundle_path: c.source for c in self.files}
+
+    def evidence(self) -> Evidence:
+        return evidence_from_manifest(self.manifest, self.entries(), mode="live", inputs=())
+
+
+def _scratch() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="diagnose-live-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+class _Progress:
+    """`collecting: waiting for gpu, packages (2.1 s)` on stderr, redrawn in place, only when slow."""
+
+    def __init__(self, enabled: bool, run_id: str) -> None:
+        self.enabled = enabled
+        self.run_id = run_id
+        self.shown = False
+
+    def update(self, elapsed: float, pending: Sequence[str]) -> None:
+        if not self.enabled or elapsed < PROGRESS_AFTER or not pending:
+            return
+        text = f"diagnose: collecting {self.run_id}: waiting for {', '.join(pending)} ({elapsed:.1f} s)"
+        sys.stderr.write("\r\x1b[K" + text[:200])
+        sys.stderr.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def _run_one(info: CollectorInfo, ctx: Context, results: dict[str, Output], done: threading.Event) -> None:
+    try:
+        results[info.name] = info.collect(ctx)
+    except Exception as exc:  # a collector bug must cost only its own evidence
+        results[info.name] = gap(f"failed: {type(exc).__name__}: {exc}", status="error")
+    finally:
+        done.set()
+
+
+def collect_run(spec: RunSpec, progress: bool = False, collectors: Sequence[CollectorInfo] | None = None,
+                scratch: Path | None = None) -> Collection:
+    """Run every collector concurrently (threads), each under its limit; never hangs past the budget."""
+    started_wall = time.time()
+    started = time.monotonic()
+    scratch = scratch or _scratch()
+    chosen = list(collectors if collectors is not None else registry())
+    statuses: dict[str, CollectorStatus] = {}
+    results: dict[str, Output] = {}
+    running: list[tuple[CollectorInfo, Context, threading.Event, float]] = []
+    for info in chosen:
+        if info.name in spec.skip:
+            statuses[info.name] = CollectorStatus("skipped", reason="skipped by the config ([collect] skip)")
+            continue
+        limit = min(spec.timeout or info.timeout, spec.budget)
+        ctx = Context(info.name, spec, scratch, limit)
+        event = threading.Event()
+        thread = threading.Thread(target=_run_one, args=(info, ctx, results, event), name=f"collect-{info.name}", daemon=True)
+        running.append((info, ctx, event, time.monotonic()))
+        thread.start()
+    shower = _Progress(progress, spec.id)
+    finished: dict[str, float] = {}
+    try:
+        while len(finished) < len(running):
+            now = time.monotonic()
+            pending = []
+            for info, ctx, event, began in running:
+                if info.name in finished:
+                    continue
+                if event.is_set():
+                    finished[info.name] = now - began
+                elif now > ctx.deadline + GRACE:
+                    # Abandon it (a daemon thread stuck in a syscall); its evidence is a gap.
+                    finished[info.name] = now - began
+                    results.setdefault(info.name, gap(f"timed out after {ctx.limit:.0f} s", status="timeout"))
+                else:
+                    pending.append(info.name)
+            shower.update(now - started, pending)
+            if pending:
+                next_event = next(e for i, _c, e, _b in running if i.name in pending)
+                next_event.wait(0.05)
+    finally:
+        shower.done()
+
+    files: list[Captured] = []
+    manifest = Manifest(run={})
+    run_info: dict[str, Any] = {}
+    notes: list[str] = list(spec.notes)
+    for info, _ctx, _event, _began in running:
+        output = results[info.name]
+        size = sum(c.size for c in output.files)
+        statuses[info.name] = CollectorStatus(output.status, round(finished.get(info.name, 0.0), 3), size, output.reason)
+        files.extend(output.files)
+        for key, value in output.facts.items():
+            setattr(manifest, key, value)
+        run_info.update(output.run)
+        manifest.gaps.extend({"source": g.source, "reason": g.reason} for g in output.gaps)
+        if output.status in ("gap", "timeout", "error") and output.reason and not any(g.source == info.name for g in output.gaps):
+            manifest.gaps.append({"source": info.name, "reason": output.reason})
+        notes.extend(output.notes)
+    manifest.collectors = {info.name: statuses[info.name] for info in chosen}
+    manifest.exits = _exits(manifest, spec)
+    seconds = time.monotonic() - started
+    manifest.run = {
+        "id": spec.id,
+        "host": spec.host.name,
+        "collected_at": started_wall,
+        "collect_seconds": round(seconds, 3),
+        "launcher": spec.launcher or _launcher(manifest),
+        "workdir": spec.workdir,
+        "config": spec.config_path,
+        "config_section": spec.section,
+        **run_info,
+        "notes": notes,
+    }
+    unique: dict[str, Captured] = {}
+    for item in files:
+        unique.setdefault(item.bundle_path, item)
+    manifest.files = [BundleFile(c.bundle_path, c.kind.value, c.origin, c.rank, c.mtime) for c in unique.values()]
+    return Collection(manifest, list(unique.values()), seconds)
+
+
+def _launcher(manifest: Manifest) -> str | None:
+    if manifest.tmux and manifest.tmux.get("expected_session"):
+        return "tmux"
+    if any(f.kind == FileKind.ELASTIC_ERROR.value for f in manifest.files):
+        return "torchrun"
+    return None
+
+
+def _exits(manifest: Manifest, spec: RunSpec) -> list[dict[str, Any]] | None:
+    """Exit statuses the tmux capture recorded (dead panes of the run's session) join the
+    process collector's records; torchelastic error files add theirs when read."""
+    from diagnose.evidence.parsers.tmux import parse_tmux
+
+    records: list[dict[str, Any]] = list(manifest.exits or [])
+    if manifest.tmux is not None:
+        state = parse_tmux(manifest.tmux, manifest.tmux.get("expected_session"))
+        wanted = state.expected_session
+        for session in state.sessions:
+            if session.name != wanted:  # a dead pane of another session says nothing of this run
+                continue
+            for pane in session.panes:
+                if pane.dead:
+                    how = f"tmux pane {pane.target} ({pane.command}) is dead" if pane.command else f"tmux pane {pane.target} is dead"
+                    records.append(asdict(ExitRecord("tmux", pane.dead_status, pane.dead_signal, None, pane.pid, how)))
+    return records or None

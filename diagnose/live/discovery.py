@@ -1,0 +1,271 @@
+"""Finding a run's evidence without config: files and folders named after the run under the
+working directory or --dir, wandb run folders (wandb/*-<id>/files/), torchelastic error files
+(/tmp/torchelastic_*/<id>_*/attempt_*/<rank>/error.json), checkpoint folders, start and last
+times. A log the config names that does not exist is evidence (the launch never started)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from diagnose.live.config import RUN_KEYS, Config
+from diagnose.live.hosts import FileStat, Host, LocalHost
+from diagnose.live.runs import (
+    GLOB_CHARS,
+    RunSpec,
+    absolute_path,
+    check_run_id,
+    glob_escape,
+    render,
+    run_name_pattern,
+    template_values,
+)
+
+WALK_DEPTH = 3
+WALK_LIMIT = 20000
+
+
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".stdout", ".stderr", "")
+SKIP_DIRS = {".git", "node_modules", "__pycache__", "site-packages", ".venv", "venv", ".tox", ".mypy_cache"}
+
+
+CHECKPOINT_DIRS = ("checkpoints", "checkpoint", "ckpt", "ckpts")
+
+
+def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host | None = None) -> RunSpec:
+    """Where the run's things are: the config's templates first, then discovery for the rest."""
+    check_run_id(run_id)
+    host = host or LocalHost()
+    settings, section = config.for_run(run_id)
+    values = template_values(run_id, host)
+    rendered: dict[str, Any] = {}
+    for key, value in settings.items():
+        is_template = RUN_KEYS[key][1]
+        if isinstance(value, list):
+            rendered[key] = [render(v, values) if is_template else v for v in value]
+        else:
+            rendered[key] = render(value, values) if is_template else value
+    dirs = [str(d.resolve()) for d in search_dirs] or [os.getcwd()]
+    base_dir = config.path.parent if config.path else Path.cwd()
+    workdir = absolute_path(rendered["dir"], str(base_dir)) if "dir" in rendered else (dirs[0] if search_dirs else None)
+    spec = RunSpec(
+        id=run_id, host=host, configured=bool(settings), config_path=str(config.path) if config.path else None,
+        section=section, workdir=workdir, timeout=config.timeout, budget=config.budget, skip=config.skip,
+    )
+    search = list(dict.fromkeys(([workdir] if workdir and "dir" in rendered else []) + dirs))
+    anchor = workdir or str(base_dir)  # relative paths: from the run's dir, else the config's folder
+
+    if "logs" in rendered:
+        spec.expected_logs = [absolute_path(p, anchor) for p in rendered["logs"]]
+        for pattern in spec.expected_logs:
+            if GLOB_CHARS.search(pattern):
+                spec.logs.extend(p for p in host.glob(pattern) if _is_file(host, p))
+                spec.looked.append(f"{pattern} (config logs)")
+            elif _is_file(host, pattern):
+                spec.logs.append(pattern)
+    if "error_files" in rendered:
+        for pattern in rendered["error_files"]:
+            spec.error_files.extend(p for p in host.glob(absolute_path(pattern, anchor)) if _is_file(host, p))
+    if "checkpoints" in rendered:
+        spec.checkpoint_dir = absolute_path(rendered["checkpoints"], anchor)
+    spec.tmux_session = rendered.get("tmux_session")
+    spec.tmux_socket = rendered.get("tmux_socket")
+    spec.tmux_socket_name = rendered.get("tmux_socket_name")
+    if "python" in rendered:
+        python = rendered["python"]  # a bare name (python3) is looked up on the host's PATH
+        spec.python, spec.python_source = (absolute_path(python, anchor) if "/" in python else python), "config python"
+    elif "venv" in rendered:
+        spec.python, spec.python_source = os.path.join(absolute_path(rendered["venv"], anchor), "bin", "python"), "config venv"
+    if "pid_file" in rendered:
+        spec.pid_file = absolute_path(rendered["pid_file"], anchor)
+    spec.match = rendered.get("match")
+    if "kernel_logs" in rendered:
+        spec.kernel_logs = list(rendered["kernel_logs"])
+    spec.launcher = rendered.get("launcher")
+    if "tmux_session" in rendered and spec.launcher is None:
+        spec.launcher = "tmux"
+
+    _discover(spec, search, wandb_dir=rendered.get("wandb_dir"), want_logs="logs" not in rendered,
+              want_checkpoints="checkpoints" not in rendered)
+    if spec.tmux_session is None:
+        spec.tmux_session_guess = run_id
+    _times(spec)
+    return spec
+
+
+def _readable_stat(host: Host, path: str) -> FileStat | None:
+    """host.stat, with a file we may not stat treated like one that is not there."""
+    try:
+        return host.stat(path)
+    except PermissionError:
+        return None
+
+
+def _is_file(host: Host, path: str) -> bool:
+    try:
+        st = host.stat(path)
+    except PermissionError:
+        return True  # it is there; the logs collector reports that it cannot be read
+    return st is not None and st.is_file
+
+
+def _looks_like_log(name: str) -> bool:
+    from diagnose.evidence.sniff import SKIP_SUFFIXES, base_name
+
+    base = base_name(Path(name))
+    suffix = Path(base).suffix
+    if suffix in SKIP_SUFFIXES or suffix == ".json":
+        return False
+    return suffix in LOG_SUFFIXES or not re.fullmatch(r"\.[a-z]{1,5}", suffix)
+
+
+def _is_bundle_dir(host: Host, path: str) -> bool:
+    return "manifest.json" in host.listdir(path)
+
+
+def _discover(spec: RunSpec, search: Sequence[str], wandb_dir: str | None, want_logs: bool, want_checkpoints: bool) -> None:
+    host = spec.host
+    named = run_name_pattern(spec.id)
+    seen_logs = set(spec.logs)
+    walked = 0
+
+    def add_log(path: str) -> None:
+        if path not in seen_logs:
+            seen_logs.add(path)
+            spec.logs.append(path)
+
+    def take_run_folder(folder: str) -> None:
+        """Everything of a folder named after the run: logs (ranks too), error files, checkpoints."""
+        nonlocal walked
+        if _is_bundle_dir(host, folder):
+            spec.notes.append(f"{folder} looks like a saved bundle; diagnose it with `diagnose {folder}`")
+            return
+        if _is_wandb_run(host, folder):
+            _take_wandb(spec, folder, add_log if want_logs else None)
+            return
+        for name in host.listdir(folder):
+            if want_checkpoints and name in CHECKPOINT_DIRS and spec.checkpoint_dir is None:
+                spec.checkpoint_dir = os.path.join(folder, name)
+        for path, _st in host.walk(folder, 5000):
+            relative = os.path.relpath(path, folder)
+            if any(part in CHECKPOINT_DIRS or part.startswith(".") for part in relative.split(os.sep)[:-1]):
+                continue
+            base = os.path.basename(path)
+            if base == "error.json" or (base.endswith(".json") and "error" in base):
+                if path not in spec.error_files:
+                    spec.error_files.append(path)
+            elif want_logs and _looks_like_log(base):
+                add_log(path)
+
+    for top in search:
+        spec.looked.append(f"{top} (names containing '{spec.id}', {WALK_DEPTH} levels deep)")
+        stack: list[tuple[str, int]] = [(top, 0)]
+        while stack and walked < WALK_LIMIT:
+            folder, depth = stack.pop()
+            for name in host.listdir(folder):
+                walked += 1
+                path = os.path.join(folder, name)
+                st = _readable_stat(host, path)
+                if st is None:
+                    continue
+                if st.is_dir:
+                    if name in SKIP_DIRS or name.startswith(".") or "pyvenv.cfg" in host.listdir(path):
+                        continue
+                    if named.search(name):
+                        take_run_folder(path)
+                    elif depth + 1 < WALK_DEPTH:
+                        stack.append((path, depth + 1))
+                    if want_checkpoints and spec.checkpoint_dir is None and name in CHECKPOINT_DIRS:
+                        sub = os.path.join(path, spec.id)
+                        sub_st = host.stat(sub)
+                        if sub_st is not None and sub_st.is_dir:
+                            spec.checkpoint_dir = sub
+                elif st.is_file and want_logs and named.search(name) and _looks_like_log(name):
+                    add_log(path)
+        if walked >= WALK_LIMIT:
+            spec.notes.append(f"stopped looking after {WALK_LIMIT} entries under {top}")
+        # wandb keeps runs in wandb/run-<date>-<id> (offline-run-... offline)
+        for wandb in ([absolute_path(wandb_dir, spec.workdir)] if wandb_dir else [os.path.join(top, "wandb")]):
+            spec.looked.append(f"{wandb}/*-{spec.id}")
+            for folder in host.glob(os.path.join(wandb, f"*-{glob_escape(spec.id)}")):
+                if folder not in spec.wandb_dirs and _is_wandb_run(host, folder):
+                    _take_wandb(spec, folder, add_log if want_logs else None)
+    tmp = host.environ().get("TMPDIR") or "/tmp"
+    pattern = os.path.join(tmp, "torchelastic_*", f"{glob_escape(spec.id)}_*")
+    spec.looked.append(f"{pattern}/attempt_*/<rank>/error.json")
+    for folder in host.glob(pattern):
+        for path in host.glob(os.path.join(folder, "attempt_*", "*", "*")):
+            base = os.path.basename(path)
+            if base == "error.json" and path not in spec.error_files:
+                spec.error_files.append(path)
+            elif want_logs and base in ("stdout.log", "stderr.log"):
+                add_log(path)
+        spec.launcher = spec.launcher or "torchrun"
+
+
+def _is_wandb_run(host: Host, folder: str) -> bool:
+    """wandb/run-<date>-<id>/ (offline-run-... offline): a files/ folder of what the run wrote."""
+    files = set(host.listdir(os.path.join(folder, "files")))
+    name = os.path.basename(folder)
+    shaped = name.startswith(("run-", "offline-run-")) or os.path.basename(os.path.dirname(folder)) == "wandb"
+    return bool(files & {"output.log", "requirements.txt", "wandb-metadata.json", "config.yaml"}) and shaped
+
+
+def _take_wandb(spec: RunSpec, folder: str, add_log: Any) -> None:
+    host = spec.host
+    if folder in spec.wandb_dirs:
+        return
+    spec.wandb_dirs.append(folder)
+    files = os.path.join(folder, "files")
+    if add_log is not None and _is_file(host, os.path.join(files, "output.log")):
+        add_log(os.path.join(files, "output.log"))
+    if _is_file(host, os.path.join(files, "requirements.txt")):
+        spec.requirements.append(os.path.join(files, "requirements.txt"))
+    try:
+        meta = json.loads(host.read_bytes(os.path.join(files, "wandb-metadata.json"), 1024 * 1024))
+    except (OSError, ValueError):
+        return
+    if not isinstance(meta, dict):
+        return
+    started = meta.get("startedAt")
+    if isinstance(started, str):
+        from datetime import datetime, timezone
+
+        try:
+            moment = datetime.fromisoformat(started.replace("Z", "+00:00"))
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=timezone.utc)  # wandb writes UTC
+            stamp = moment.timestamp()
+            spec.started_at = stamp if spec.started_at is None else min(spec.started_at, stamp)
+        except ValueError:
+            pass
+    executable = meta.get("executable")
+    if spec.python is None and isinstance(executable, str) and executable:
+        spec.python, spec.python_source = executable, f"{files}/wandb-metadata.json executable"
+
+
+def _times(spec: RunSpec) -> None:
+    """When the run started (first timestamp in its logs, wandb, error files) and last wrote."""
+    from diagnose.evidence.lines import log_time
+
+    host = spec.host
+    for path in spec.logs[:50] + spec.error_files[:50]:
+        st = _readable_stat(host, path)
+        if st is None:
+            continue
+        spec.last_activity = st.mtime if spec.last_activity is None else max(spec.last_activity, st.mtime)
+        try:
+            head = host.read_bytes(path, 64 * 1024)
+        except OSError:
+            continue
+        year = time.localtime(st.mtime).tm_year
+        for line in head.decode("utf-8", errors="replace").splitlines()[:400]:
+            moment = log_time(line, year)
+            if moment is not None:
+                spec.started_at = moment if spec.started_at is None else min(spec.started_at, moment)
+                break
