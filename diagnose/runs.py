@@ -260,8 +260,10 @@ class RunSpec:
     tmux_session_guess: str | None = None  # without config: the run id, used only when such a session exists
     tmux_socket: str | None = None
     tmux_socket_name: str | None = None
-    python: str | None = None
+    python: str | None = None  # only an interpreter the user configured: collectors may run it
     python_source: str = ""
+    wandb_python: str | None = None  # what wandb-metadata.json says: reported and read beside, never run
+    wandb_python_source: str = ""
     pid_file: str | None = None
     match: str | None = None
     kernel_logs: list[str] = field(default_factory=lambda: ["/var/log/kern.log", "/var/log/messages"])
@@ -532,9 +534,11 @@ def _take_wandb(spec: RunSpec, folder: str, add_log: Any) -> None:
             spec.started_at = stamp if spec.started_at is None else min(spec.started_at, stamp)
         except ValueError:
             pass
+    # A file in the searched folders can say anything: its interpreter is a fact to report,
+    # never a program to run (a planted one ran as root).
     executable = meta.get("executable")
-    if spec.python is None and isinstance(executable, str) and executable:
-        spec.python, spec.python_source = executable, f"{files}/wandb-metadata.json executable"
+    if spec.wandb_python is None and isinstance(executable, str) and executable:
+        spec.wandb_python, spec.wandb_python_source = executable, f"{files}/wandb-metadata.json executable"
 
 
 def _times(spec: RunSpec) -> None:
