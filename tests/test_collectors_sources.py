@@ -31,7 +31,7 @@ def test_packages_come_from_the_runs_interpreter_not_ours(tmp_path: Path) -> Non
     system = shutil.which("python3", path="/usr/bin:/bin")
     if system is None or Path(system).resolve() == Path(sys.executable).resolve():
         pytest.skip("needs a second Python interpreter (/usr/bin/python3) besides the one running the tests")
-    listing = subprocess.run([system, "-c", "import importlib.metadata as m; print(sorted({(d.metadata['Name'] or '').lower() "
+    listing = subprocess.run([system, "-I", "-c", "import importlib.metadata as m; print(sorted({(d.metadata['Name'] or '').lower() "
                                             "for d in m.distributions()}))"], capture_output=True, text=True, check=True)
     cfg = config(tmp_path, f'[run]\npython = "{system}"\n')
     evidence = collect("flex7", cfg, [tmp_path], only=("packages",)).evidence()

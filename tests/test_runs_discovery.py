@@ -90,13 +90,16 @@ def test_wandb_metadata_gives_interpreter_and_start(tmp_path: Path) -> None:
     shutil.copy(RUNS / "wandb-online-metadata" / "wandb-metadata.json", folder / "files")
     spec = resolve("kj3gdsjx", empty_config(), [tmp_path])
     assert spec.wandb_dirs == [str(folder)]
-    assert spec.python == "/home/hqh/anaconda3/envs/Wenhao/bin/python"
-    assert spec.python_source.endswith("wandb-metadata.json executable")
+    # The interpreter wandb recorded is a fact to report, never one to run.
+    assert spec.python is None
+    assert spec.wandb_python == "/home/hqh/anaconda3/envs/Wenhao/bin/python"
+    assert spec.wandb_python_source.endswith("wandb-metadata.json executable")
     assert spec.started_at == pytest.approx(1770786747.766969)
-    # That interpreter is not on this machine: a gap that says so, not a crash.
+    # Nothing readable beside it on this machine: a gap that says so, not a crash.
     collection = collect("kj3gdsjx", empty_config(), [tmp_path], only=("packages",))
     reason = collection.manifest.collectors["packages"].reason or ""
-    assert "/home/hqh/anaconda3/envs/Wenhao/bin/python" in reason and "does not exist" in reason
+    assert "wandb recorded interpreter /home/hqh/anaconda3/envs/Wenhao/bin/python, not run" in reason
+    assert collection.manifest.run["wandb_python"] == "/home/hqh/anaconda3/envs/Wenhao/bin/python"
 
 
 def test_torchelastic_error_file_in_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

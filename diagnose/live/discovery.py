@@ -244,9 +244,11 @@ def _take_wandb(spec: RunSpec, folder: str, add_log: Any) -> None:
             spec.started_at = stamp if spec.started_at is None else min(spec.started_at, stamp)
         except ValueError:
             pass
+    # A file in the searched folders can say anything: its interpreter is a fact to report,
+    # never a program to run (a planted one ran as root).
     executable = meta.get("executable")
-    if spec.python is None and isinstance(executable, str) and executable:
-        spec.python, spec.python_source = executable, f"{files}/wandb-metadata.json executable"
+    if spec.wandb_python is None and isinstance(executable, str) and executable:
+        spec.wandb_python, spec.wandb_python_source = executable, f"{files}/wandb-metadata.json executable"
 
 
 def _times(spec: RunSpec) -> None:

@@ -60,8 +60,10 @@ class RunSpec:
     tmux_session_guess: str | None = None  # without config: the run id, used only when such a session exists
     tmux_socket: str | None = None
     tmux_socket_name: str | None = None
-    python: str | None = None
+    python: str | None = None  # only an interpreter the user configured: collectors may run it
     python_source: str = ""
+    wandb_python: str | None = None  # what wandb-metadata.json says: reported and read beside, never run
+    wandb_python_source: str = ""
     pid_file: str | None = None
     match: str | None = None
     kernel_logs: list[str] = field(default_factory=lambda: ["/var/log/kern.log", "/var/log/messages"])

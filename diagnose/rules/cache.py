@@ -5,22 +5,25 @@ The entry is named by a hash of every input of rules.load_rules: the bytes of ev
 it would read (so a changed, added or removed rule file is always re-read), the folders
 given, and the code that parses them (path, size and mtime of each module of the package,
 the Python version). A rule set that fails to load is never cached: the loader runs and
-reports its errors. Predicates hold small lambdas, so functions defined inside the package
-are pickled as their code and closure values; anything else that cannot be pickled simply
-skips the cache.
+reports its errors.
+
+A RuleSet is plain data (predicates too, see predicates.py), pickled with the standard
+pickler. A cache entry is never trusted: diskcache only hands back a blob whose HMAC (with a
+per-user key kept in the private cache folder) checks out, and the blob is then read by an
+unpickler that can only build diagnose's own dataclasses and enums, paths and builtins, so
+even a forged entry cannot run code. Anything that fails is rebuilt from the rule files.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
-import importlib
-import marshal
+import io
 import os
 import pickle
 import sys
-import types
 from collections.abc import Sequence
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,7 @@ from diagnose import diskcache
 from diagnose.rules.load import builtin_rules_dir, load_rules
 from diagnose.rules.model import RuleSet
 
-_FORMAT = 1
+_FORMAT = 2  # 2: predicates as data, standard pickle, restricted unpickler
 
 
 def load_rules_cached(extra_dirs: Sequence[Path] = (), builtin: bool = True) -> RuleSet:
@@ -39,20 +42,25 @@ def load_rules_cached(extra_dirs: Sequence[Path] = (), builtin: bool = True) -> 
     name = f"rules-{key}.pickle"
     blob = diskcache.read(name)
     if blob is not None:
-        try:
-            cached = pickle.loads(blob)
-            if isinstance(cached, RuleSet):
-                return cached
-        except Exception:
-            pass  # an unreadable entry is rebuilt below
+        cached = loads(blob)
+        if cached is not None:
+            return cached
     ruleset = load_rules(extra_dirs, builtin)
     try:
-        out = BytesIO()
-        _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(ruleset)
-    except Exception:
+        data = pickle.dumps(ruleset, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a rule holding something unpicklable: just no cache
         return ruleset
-    diskcache.write(name, out.getvalue())
+    diskcache.write(name, data)
     return ruleset
+
+
+def loads(blob: bytes) -> RuleSet | None:
+    """The RuleSet in a cache blob, or None for anything else (never raises)."""
+    try:
+        cached = _RestrictedUnpickler(io.BytesIO(blob)).load()
+    except Exception:
+        return None
+    return cached if isinstance(cached, RuleSet) else None
 
 
 def _key(extra_dirs: Sequence[Path], builtin: bool) -> str | None:
@@ -92,17 +100,24 @@ def _walk(folder: Path, suffixes: tuple[str, ...]) -> list[tuple[Path, os.stat_r
     return found
 
 
-class _Pickler(pickle.Pickler):
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, types.FunctionType) and "<locals>" in obj.__qualname__:
-            if not obj.__module__.startswith("diagnose."):
-                raise pickle.PicklingError(f"function from outside the package: {obj.__qualname__}")
-            cells = tuple(cell.cell_contents for cell in obj.__closure__ or ())
-            return _function, (marshal.dumps(obj.__code__), obj.__module__, obj.__name__, obj.__defaults__, cells)
-        return NotImplemented
+# What a cached RuleSet is made of besides diagnose's own dataclasses and enums.
+_ALLOWED = {
+    ("pathlib", "PosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "PurePosixPath"), ("pathlib", "PureWindowsPath"),
+    ("builtins", "frozenset"), ("builtins", "set"), ("builtins", "tuple"), ("builtins", "list"), ("builtins", "dict"),
+    ("builtins", "str"), ("builtins", "int"), ("builtins", "float"), ("builtins", "bool"), ("builtins", "bytes"),
+}
 
 
-def _function(code: bytes, module: str, name: str, defaults: tuple[Any, ...] | None, cells: tuple[Any, ...]) -> Any:
-    namespace = importlib.import_module(module).__dict__
-    closure = tuple(types.CellType(value) for value in cells) or None
-    return types.FunctionType(marshal.loads(code), namespace, name, defaults, closure)
+class _RestrictedUnpickler(pickle.Unpickler):
+    """Builds only plain data: a pickle naming os.system, eval, a function or any other
+    callable is refused before anything is called."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _ALLOWED:
+            return super().find_class(module, name)
+        if (module == "diagnose" or module.startswith("diagnose.")) and "." not in name and not name.startswith("_"):
+            # Only names already imported: looking one up must not import (run) a module.
+            found = getattr(sys.modules.get(module), name, None)
+            if isinstance(found, type) and (dataclasses.is_dataclass(found) or issubclass(found, enum.Enum)):
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a cached rule set")

@@ -1,7 +1,8 @@
 """Field predicates of structured conditions: `count: 0`, `newest_age: ">3600"`, `server: [a, b]`.
 
 Each field of a condition kind has a type; a rule's value for it is parsed once at load time
-into a Predicate, and a bad value is a load error with file:line.
+into a Predicate, and a bad value is a load error with file:line. A Predicate is plain data
+(Compare, OneOf, Is, Contains, VersionIn), evaluated by `evaluate(predicate, value)`.
 """
 
 from __future__ import annotations
@@ -18,15 +19,69 @@ class PredicateError(ValueError):
     pass
 
 
+# Predicates are plain frozen dataclasses (no functions stored on them), so a parsed RuleSet
+# pickles with the standard pickler and loads through rulecache's restricted unpickler.
+
+
 @dataclass(frozen=True)
 class Predicate:
     text: str  # how the rule wrote it, for messages
-    test: Callable[[Any], bool]
 
     def __call__(self, value: Any) -> bool:
-        if value is None:
-            return False
-        return self.test(value)
+        return evaluate(self, value)
+
+    def matches(self, value: Any) -> bool:  # value is never None here
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Compare(Predicate):
+    op: str  # one of _OPS
+    bound: float
+
+    def matches(self, value: Any) -> bool:
+        return bool(_OPS[self.op](value, self.bound))
+
+
+@dataclass(frozen=True)
+class OneOf(Predicate):
+    options: tuple[Any, ...] | frozenset[Any]
+
+    def matches(self, value: Any) -> bool:
+        return value in self.options
+
+
+@dataclass(frozen=True)
+class Is(Predicate):
+    wanted: bool
+
+    def matches(self, value: Any) -> bool:
+        return bool(value) is self.wanted
+
+
+@dataclass(frozen=True)
+class Contains(Predicate):
+    """True when a tuple of strings (e.g. throttle reasons) holds any of the wanted ones."""
+
+    wanted: frozenset[str]
+
+    def matches(self, value: Any) -> bool:
+        return bool(self.wanted.intersection(value))
+
+
+@dataclass(frozen=True)
+class VersionIn(Predicate):
+    spec: str  # kept as text: cached rule sets then unpickle without importing packaging
+
+    def matches(self, value: Any) -> bool:
+        return _version_matches(self.spec, str(value))
+
+
+def evaluate(predicate: Predicate, value: Any) -> bool:
+    """Whether a collected value satisfies the predicate; an unknown value (None) never does."""
+    if value is None:
+        return False
+    return predicate.matches(value)
 
 
 _COMPARE = re.compile(r"^\s*(==|!=|>=|<=|>|<)\s*(-?[0-9][0-9_.eE+-]*)\s*$")
@@ -40,11 +95,9 @@ def number(raw: Any) -> Predicate:
     if isinstance(raw, bool):
         raise PredicateError(f"expected a number or a comparison like '>0', got {raw!r}")
     if isinstance(raw, (int, float)):
-        wanted = float(raw)
-        return Predicate(str(raw), lambda v: bool(v == wanted))
+        return Compare(str(raw), "==", float(raw))
     if isinstance(raw, list) and raw and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in raw):
-        options = tuple(raw)
-        return Predicate(str(raw), lambda v: v in options)
+        return OneOf(str(raw), tuple(raw))
     if isinstance(raw, str):
         match = _COMPARE.match(raw)
         if match:
@@ -52,25 +105,24 @@ def number(raw: Any) -> Predicate:
                 bound = float(match.group(2))
             except ValueError:
                 raise PredicateError(f"bad number in {raw!r}") from None
-            op = _OPS[match.group(1)]
-            return Predicate(raw, lambda v: op(v, bound))
+            return Compare(raw, match.group(1), bound)
     raise PredicateError(f"expected a number or a comparison like '>0', got {raw!r}")
 
 
 def boolean(raw: Any) -> Predicate:
     if not isinstance(raw, bool):
         raise PredicateError(f"expected true or false, got {raw!r}")
-    return Predicate(str(raw).lower(), lambda v: bool(v) is raw)
+    return Is(str(raw).lower(), raw)
 
 
 def choice(options: Sequence[str]) -> Callable[[Any], Predicate]:
+    # A parser (kept on FieldSpec), not a predicate: nothing of it is stored on a rule.
     def make(raw: Any) -> Predicate:
         values = raw if isinstance(raw, list) else [raw]
         for value in values:
             if not isinstance(value, str) or value not in options:
                 raise PredicateError(f"expected one of {', '.join(options)}, got {value!r}")
-        allowed = frozenset(values)
-        return Predicate(str(raw), lambda v: v in allowed)
+        return OneOf(str(raw), frozenset(values))
 
     return make
 
@@ -79,8 +131,7 @@ def text(raw: Any) -> Predicate:
     values = raw if isinstance(raw, list) else [raw]
     if not values or not all(isinstance(v, str) and v for v in values):
         raise PredicateError(f"expected a name or a list of names, got {raw!r}")
-    allowed = frozenset(values)
-    return Predicate(str(raw), lambda v: v in allowed)
+    return OneOf(str(raw), frozenset(values))
 
 
 def contains(raw: Any) -> Predicate:
@@ -88,8 +139,7 @@ def contains(raw: Any) -> Predicate:
     values = raw if isinstance(raw, list) else [raw]
     if not values or not all(isinstance(v, str) and v for v in values):
         raise PredicateError(f"expected a name or a list of names, got {raw!r}")
-    wanted = frozenset(values)
-    return Predicate(str(raw), lambda v: bool(wanted.intersection(v)))
+    return Contains(str(raw), frozenset(values))
 
 
 def version_spec(raw: Any) -> Predicate:
@@ -106,12 +156,7 @@ def version_spec(raw: Any) -> Predicate:
         raise PredicateError(f"invalid version specifier {raw!r}") from None
     if not str(spec):
         raise PredicateError(f"empty version specifier {raw!r}")
-    text = raw  # the closure keeps the text: cached rule sets then unpickle without packaging
-
-    def test(value: Any) -> bool:
-        return _version_matches(text, str(value))
-
-    return Predicate(raw, test)
+    return VersionIn(raw, raw)
 
 
 def _version_matches(spec_text: str, value: str) -> bool:
@@ -129,10 +174,7 @@ def _version_matches(spec_text: str, value: str) -> bool:
 def signal_number(raw: Any) -> Predicate:
     """A signal by number (9) or name (SIGKILL, KILL), or a list of them."""
     values = raw if isinstance(raw, list) else [raw]
-    numbers: set[int] = set()
-    for value in values:
-        numbers.add(parse_signal(value))
-    return Predicate(str(raw), lambda v: v in numbers)
+    return OneOf(str(raw), frozenset(parse_signal(value) for value in values))
 
 
 def parse_signal(value: Any) -> int:

@@ -10,8 +10,8 @@ import os
 import re
 
 from diagnose.live.collectors.base import Context, Output
-from diagnose.live.hosts import ProcessInfo
-from diagnose.live.runs import run_name_pattern
+from diagnose.live.hosts import Host, ProcessInfo
+from diagnose.live.runs import RunSpec, run_name_pattern
 
 # Programs that name the run without being it: the multiplexer hosting it, pagers and tails
 # reading its log, editors, and diagnose itself.
@@ -22,7 +22,7 @@ _INTERPRETER = re.compile(r"^(python[0-9.]*|torchrun|deepspeed|accelerate|srun|m
 
 def _is_diagnose(proc: ProcessInfo) -> bool:
     """diagnose itself, or a command the other collectors run right now (NVML probe, package listing)."""
-    head = proc.cmdline[:4]
+    head = proc.cmdline[:6]  # python -I -S -c SNIPPET: the snippet is the fifth word
     if any(os.path.basename(arg) == "diagnose" for arg in head) or ("-m" in head and "diagnose" in head):
         return True
     text = " ".join(head)
@@ -30,8 +30,22 @@ def _is_diagnose(proc: ProcessInfo) -> bool:
 
 
 def collect(ctx: Context) -> Output:
-    spec = ctx.spec
-    host = ctx.host
+    try:
+        how, found, pid_file_pid = _find(ctx.spec, ctx.host)
+    except OSError as exc:
+        return Output(status="gap", reason=f"{ctx.spec.pid_file}: {exc.strerror or exc}")
+    state = {"source": how, "alive": bool(found), "pids": [p.pid for p in found] if pid_file_pid is None else
+             ([pid_file_pid] if found else []), "command": " ".join(found[0].cmdline)[:300] if found else ""}
+    return Output(facts={"process": state})
+
+
+def run_processes(spec: RunSpec, host: Host) -> tuple[str, list[ProcessInfo]]:
+    """The live processes of the run and how they were found (OSError: unreadable pid file)."""
+    how, found, _pid = _find(spec, host)
+    return how, found
+
+
+def _find(spec: RunSpec, host: Host) -> tuple[str, list[ProcessInfo], int | None]:
     table = host.processes()
     by_pid = {p.pid: p for p in table}
     if spec.pid_file:
@@ -39,13 +53,9 @@ def collect(ctx: Context) -> Output:
             raw = host.read_bytes(spec.pid_file, 64).decode("ascii", errors="replace").strip()
         except FileNotFoundError:
             raw = ""
-        except OSError as exc:
-            return Output(status="gap", reason=f"{spec.pid_file}: {exc.strerror or exc}")
         if raw.isdigit():
             proc = by_pid.get(int(raw))
-            state = {"source": f"pid file {spec.pid_file}", "alive": proc is not None, "pids": [int(raw)] if proc else [],
-                     "command": " ".join(proc.cmdline)[:300] if proc else ""}
-            return Output(facts={"process": state})
+            return f"pid file {spec.pid_file}", [proc] if proc else [], int(raw)
     # Ourselves and our ancestors (the shell or script that started diagnose, whose command
     # line may well name the run) are never the run.
     mine: set[int] = set()
@@ -68,6 +78,4 @@ def collect(ctx: Context) -> Output:
             found.append(proc)
     found.sort(key=lambda p: p.pid)
     how = f"command line names {spec.match or spec.id!r}" + (f" or works in {own_dir}" if own_dir else "")
-    state = {"source": f"process table ({how})", "alive": bool(found), "pids": [p.pid for p in found],
-             "command": " ".join(found[0].cmdline)[:300] if found else ""}
-    return Output(facts={"process": state})
+    return f"process table ({how})", found, None
