@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from diagnose import __version__
-from diagnose.errors import DiagnoseError
+from diagnose.errors import DiagnoseError, ExitCode
+from diagnose.vocab import FAIL_ON, NEVER, Severity
 
 if TYPE_CHECKING:
     from diagnose.engine.findings import Diagnosis
     from diagnose.rules.model import RuleSet
 
 FORMATS = ("terminal", "json", "sarif", "junit", "markdown", "github")
-FAIL_ON = ("critical", "error", "warning", "never")
-SEVERITY_RANK = {"critical": 0, "error": 1, "warning": 2, "info": 3}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -39,12 +38,24 @@ class DefaultGroup(click.Group):
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write_usage("diagnose", "[OPTIONS] RUN_ID|BUNDLE  |  diagnose COMMAND [ARGS]...")
 
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_options(ctx, formatter)
+        # The primary gesture's options belong on the first page a user sees.
+        run = self.commands.get("run")
+        if run is not None:
+            sub = click.Context(run, info_name="run", parent=ctx)
+            rows = [row for param in run.get_params(sub)
+                    if isinstance(param, click.Option) and "--help" not in param.opts
+                    and (row := param.get_help_record(sub)) is not None]
+            with formatter.section("Options of diagnose RUN_ID|BUNDLE"):
+                formatter.write_dl(rows)
+
 
 def fail(message: str, details: Sequence[str] = ()) -> None:
     click.echo(f"diagnose: error: {message}", err=True)
     for line in details:
         click.echo(f"  {line}", err=True)
-    sys.exit(2)
+    sys.exit(ExitCode.ERROR)
 
 
 def guarded(func: F) -> F:
@@ -63,9 +74,9 @@ def guarded(func: F) -> F:
             fail(exc.message, details)
         except KeyboardInterrupt:
             click.echo("diagnose: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(ExitCode.INTERRUPTED)
         except BrokenPipeError:
-            sys.exit(0)
+            sys.exit(ExitCode.OK)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:  # a bug of ours: still one line, exit 2
@@ -76,22 +87,60 @@ def guarded(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def report_options(func: F) -> F:
-    options = [
-        click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True, help="Output format."),
-        click.option("--fail-on", type=click.Choice(FAIL_ON), default="error", show_default=True,
-                     help="Exit 1 when a cause at or above this severity is found."),
-        click.option("--rules", "rule_dirs", type=click.Path(path_type=Path), multiple=True,
-                     help="Extra rule folder or file (may repeat); same id overrides a built-in rule."),
-        click.option("--since", help="Only evidence at or after this time (ISO time, or 2h / 30m / 1d ago)."),
-        click.option("--until", help="Only evidence at or before this time."),
-        click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the report to this file."),
-        click.option("--engine", type=click.Choice(["auto", "hyperscan", "pure"]), default="auto", hidden=True),
-        click.option("-v", "--verbose", is_flag=True, help="Show skipped rules, all evidence, references."),
-    ]
+def _apply(func: F, options: Sequence[Callable[[F], F]]) -> F:
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def report_options(func: F) -> F:
+    """What a diagnosis is written as, and when it fails the job."""
+    return _apply(func, [
+        click.option("--format", "formats", multiple=True, metavar="FMT[=FILE]",
+                     help=f"Output format, optionally into a file; may repeat (one diagnosis, several reports). "
+                          f"FMT: {', '.join(FORMATS)}. Default: terminal."),
+        click.option("--fail-on", type=click.Choice(FAIL_ON), default="error", show_default=True,
+                     help="Exit 1 when a cause at or above this severity is found."),
+        click.option("--since", help="Only evidence at or after this time (ISO time, or 2h / 30m / 1d ago)."),
+        click.option("--until", help="Only evidence at or before this time."),
+        # The report file of a single --format (kept for scripts; --format FMT=FILE says it better).
+        click.option("-o", "--output", type=click.Path(path_type=Path), hidden=True),
+        click.option("-v", "--verbose", is_flag=True, help="Show skipped rules, all evidence, references."),
+    ])
+
+
+def rule_options(func: F) -> F:
+    """Where rules come from: on every command that loads rules."""
+    return _apply(func, [
+        click.option("--rules", "rule_dirs", type=click.Path(path_type=Path), multiple=True,
+                     help="Extra rule folder or file (may repeat); same id overrides a built-in rule."),
+        click.option("--config", "config_path", type=click.Path(path_type=Path),
+                     help="Config file (default: ./diagnose.toml, else ~/.config/diagnose/config.toml)."),
+    ])
+
+
+def dev_options(func: F) -> F:
+    """For tests and benchmarks: which scanner engine."""
+    return _apply(func, [click.option("--engine", type=click.Choice(["auto", "hyperscan", "pure"]), default="auto", hidden=True)])
+
+
+def parse_formats(formats: Sequence[str], output: Path | None) -> list[tuple[str, Path | None]]:
+    """`--format json=out.json --format terminal` -> [(json, out.json), (terminal, None)]."""
+    chosen: list[tuple[str, Path | None]] = []
+    for spec in formats or ("terminal",):
+        name, _, target = spec.partition("=")
+        if name not in FORMATS:
+            raise click.BadParameter(f"{name!r} is not one of {', '.join(FORMATS)}", param_hint="--format")
+        chosen.append((name, Path(target) if target else None))
+    if output is not None:
+        if len(chosen) != 1 or chosen[0][1] is not None:
+            raise click.BadParameter("-o goes with one --format without =FILE; write --format FMT=FILE", param_hint="-o")
+        chosen = [(chosen[0][0], output)]
+    to_stdout = [name for name, target in chosen if target is None]
+    if len(to_stdout) > 1:
+        raise click.BadParameter(f"only one format can go to stdout (got {', '.join(to_stdout)}); give the others =FILE",
+                                 param_hint="--format")
+    return chosen
 
 
 def parse_time(value: str | None, name: str) -> float | None:
@@ -129,47 +178,56 @@ def load_ruleset(rule_dirs: Sequence[Path], extra_from_config: Sequence[Path] = 
     return load_rules_cached([*extra_from_config, *rule_dirs])
 
 
-def emit(diagnosis: Diagnosis, fmt: str, fail_on: str, output: Path | None, verbose: bool, ruleset: RuleSet | None = None) -> None:
+def emit(diagnosis: Diagnosis, formats: Sequence[tuple[str, Path | None]], fail_on: str, verbose: bool,
+         ruleset: RuleSet | None = None) -> ExitCode:
+    """Write every requested report of one diagnosis; the exit code follows --fail-on."""
     import io
 
-    from diagnose.report.render import Format, render, reporter
+    from diagnose.report.render import Format, render
 
-    chosen = Format(fmt)
-    try:
-        reporter(chosen)
-    except NotImplementedError as exc:
-        raise DiagnoseError(str(exc)) from None
     if ruleset is not None and verbose:
         for rule_id, user_path, builtin_path in ruleset.overridden:
             click.echo(f"diagnose: rule {rule_id} from {user_path} overrides the built-in {builtin_path}", err=True)
     rules = ruleset.by_id() if ruleset is not None else None
-    # render() masks secrets. Machine formats are rendered whole before anything is written, so
-    # a failure (exit 2) never leaves half a SARIF/JUnit file that a later CI step could upload.
-    if output is None and chosen is Format.TERMINAL:
-        render(chosen, diagnosis, sys.stdout, verbose, rules=rules, fail_on=fail_on)
-    else:
+    # render() masks secrets. Every report is rendered whole before anything is written, so a
+    # failure (exit 2) never leaves half a SARIF/JUnit file that a later CI step could upload.
+    rendered: list[tuple[Format, Path | None, str]] = []
+    for name, target in formats:
+        chosen = Format(name)
+        if target is None and chosen is Format.TERMINAL:
+            rendered.append((chosen, None, ""))  # streamed straight to the terminal below
+            continue
         buffer = io.StringIO()
         render(chosen, diagnosis, buffer, verbose, rules=rules, fail_on=fail_on)
-        if output is not None:
+        rendered.append((chosen, target, buffer.getvalue()))
+    for chosen, target, text in sorted(rendered, key=lambda item: item[1] is None):  # files first
+        if target is not None:
             try:
-                with open(output, "w", encoding="utf-8") as handle:
-                    handle.write(buffer.getvalue())
+                with open(target, "w", encoding="utf-8") as handle:
+                    handle.write(text)
             except OSError as exc:
-                raise DiagnoseError(f"{output}: cannot write report ({exc.strerror or exc})") from None
+                raise DiagnoseError(f"{target}: cannot write report ({exc.strerror or exc})") from None
+        elif chosen is Format.TERMINAL:
+            render(chosen, diagnosis, sys.stdout, verbose, rules=rules, fail_on=fail_on)
         else:
-            sys.stdout.write(buffer.getvalue())
+            sys.stdout.write(text)
             sys.stdout.flush()
-    sys.exit(exit_code(diagnosis, fail_on))
+    return exit_code(diagnosis, fail_on)
 
 
-def exit_code(diagnosis: Diagnosis, fail_on: str) -> int:
-    if fail_on == "never":
-        return 0
-    threshold = SEVERITY_RANK[fail_on]
-    return 1 if any(SEVERITY_RANK[c.severity] <= threshold for c in diagnosis.causes) else 0
+def exit_code(diagnosis: Diagnosis, fail_on: str) -> ExitCode:
+    if fail_on == NEVER:
+        return ExitCode.OK
+    failed = any(Severity(c.severity).at_least(fail_on) for c in diagnosis.causes)
+    return ExitCode.FINDINGS if failed else ExitCode.OK
 
 
-@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+EPILOG = ("`diagnose RUN_ID --help` lists the options of a run. A run named like a command "
+          "(scan, rules, collect, ...) is diagnosed with `diagnose run NAME`.")
+
+
+@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             epilog=EPILOG)
 @click.version_option(__version__, prog_name="diagnose")
 def main() -> None:
     """Find why an ML training run died: ranked causes, the lines that prove them, and fixes.
@@ -185,18 +243,28 @@ def main() -> None:
     """
 
 
-@main.command("run", hidden=True)
-@click.argument("target")
+def search_dir_option(func: F) -> F:
+    return click.option("--dir", "search_dirs", type=click.Path(path_type=Path), multiple=True,
+                        help="Where to look for the run's files (may repeat; default: the working directory).")(func)
+
+
+@main.command("run")
+@click.argument("target", metavar="RUN_ID|BUNDLE")
 @report_options
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="Config file (default ./diagnose.toml).")
-@click.option("--dir", "search_dirs", type=click.Path(path_type=Path), multiple=True, help="Where to look for the run's files.")
+@rule_options
+@search_dir_option
+@dev_options
 @guarded
-def run_command(target: str, fmt: str, fail_on: str, rule_dirs: tuple[Path, ...], since: str | None, until: str | None,
-                output: Path | None, engine: str, verbose: bool, config_path: Path | None, search_dirs: tuple[Path, ...]) -> None:
-    """Diagnose RUN_ID (a run on this machine) or BUNDLE (a saved bundle)."""
+@click.pass_context
+def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_on: str, since: str | None,
+                until: str | None, output: Path | None, verbose: bool, rule_dirs: tuple[Path, ...],
+                config_path: Path | None, search_dirs: tuple[Path, ...], engine: str) -> None:
+    """Diagnose RUN_ID (a run on this machine) or BUNDLE (a saved bundle). `diagnose RUN_ID` is
+    the short form."""
     from diagnose.app import diagnose
     from diagnose.evidence.bundle import evidence_from_bundle, is_bundle
 
+    chosen = parse_formats(formats, output)
     since_t, until_t = parse_time(since, "since"), parse_time(until, "until")
     path = Path(target)
     if path.exists() and is_bundle(path):
@@ -209,20 +277,22 @@ def run_command(target: str, fmt: str, fail_on: str, rule_dirs: tuple[Path, ...]
 
         config = load_config(config_path)
         check_run_id(target)
+        terminal = any(name == "terminal" and to is None for name, to in chosen)
         # Collect in the background while the rules load: the two take about as long.
-        pending = start_run(target, config, list(search_dirs), progress=(fmt == "terminal" and sys.stderr.isatty()))
+        pending = start_run(target, config, list(search_dirs), progress=terminal and sys.stderr.isatty())
         ruleset = load_ruleset(rule_dirs, config.rule_dirs)
         evidence = pending.evidence()
     diagnosis = diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t)
-    emit(diagnosis, fmt, fail_on, output, verbose, ruleset)
+    ctx.exit(emit(diagnosis, chosen, fail_on, verbose, ruleset))
 
 
 @main.command("collect")
 @click.argument("run_id")
 @click.option("-o", "--output", "out", type=click.Path(path_type=Path), required=True,
               help="Bundle to write: a new directory, or a file ending in .tar.gz.")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="Config file (default ./diagnose.toml).")
-@click.option("--dir", "search_dirs", type=click.Path(path_type=Path), multiple=True, help="Where to look for the run's files.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="Config file (default: ./diagnose.toml, else ~/.config/diagnose/config.toml).")
+@search_dir_option
 @click.option("-v", "--verbose", is_flag=True, help="Show gap reasons in full.")
 @guarded
 def collect_command(run_id: str, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...], verbose: bool) -> None:
@@ -244,10 +314,13 @@ def collect_command(run_id: str, out: Path, config_path: Path | None, search_dir
 @main.command("scan")
 @click.argument("paths", nargs=-1, required=True)
 @report_options
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="Config file naming extra rule folders.")
+@rule_options
+@dev_options
 @guarded
-def scan_command(paths: tuple[str, ...], fmt: str, fail_on: str, rule_dirs: tuple[Path, ...], since: str | None,
-                 until: str | None, output: Path | None, engine: str, verbose: bool, config_path: Path | None) -> None:
+@click.pass_context
+def scan_command(ctx: click.Context, paths: tuple[str, ...], formats: tuple[str, ...], fail_on: str, since: str | None,
+                 until: str | None, output: Path | None, verbose: bool, rule_dirs: tuple[Path, ...],
+                 config_path: Path | None, engine: str) -> None:
     """Scan captured files and folders: training logs, kernel logs (dmesg), nvidia-smi output,
     package lists (pip freeze / pip list / conda list / collect_env / requirements.txt),
     torchelastic error files, bundles. Kinds are detected; KIND:PATH forces one
@@ -255,25 +328,27 @@ def scan_command(paths: tuple[str, ...], fmt: str, fail_on: str, rule_dirs: tupl
     from diagnose.app import diagnose
     from diagnose.evidence.inputs import evidence_from_paths
 
+    chosen = parse_formats(formats, output)
     since_t, until_t = parse_time(since, "since"), parse_time(until, "until")
     ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
     evidence = evidence_from_paths(paths)
     diagnosis = diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t)
-    emit(diagnosis, fmt, fail_on, output, verbose, ruleset)
+    ctx.exit(emit(diagnosis, chosen, fail_on, verbose, ruleset))
 
 
 @main.group("rules")
 def rules_group() -> None:
-    """List, show, test, lint and scaffold rules."""
+    """List, show, test, lint and scaffold rules. `test` and `lint` take rule files or folders the
+    same way (PATH... or --rules DIR) and fixtures with --fixtures DIR."""
 
 
 @rules_group.command("list")
 @click.option("--category", help="Only this category.")
-@click.option("--rules", "rule_dirs", type=click.Path(path_type=Path), multiple=True, help="Extra rule folder (may repeat).")
+@rule_options
 @guarded
-def rules_list(category: str | None, rule_dirs: tuple[Path, ...]) -> None:
+def rules_list(category: str | None, rule_dirs: tuple[Path, ...], config_path: Path | None) -> None:
     """List rules: id, category, severity, title."""
-    ruleset = load_ruleset(rule_dirs, config_rule_dirs(None))
+    ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
     rows = sorted((r for r in ruleset.rules if category in (None, r.category)), key=lambda r: r.id)
     width = max((len(r.id) for r in rows), default=10)
     for rule in rows:
@@ -282,59 +357,79 @@ def rules_list(category: str | None, rule_dirs: tuple[Path, ...]) -> None:
     click.echo(f"{len(rows)} rule(s)", err=True)
 
 
+def fixtures_option(help_text: str) -> Callable[[F], F]:
+    return click.option("--fixtures", "fixtures", type=click.Path(path_type=Path), multiple=True, help=help_text)
+
+
+def _split_fixture_paths(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """PATHs that are fixture folders (an expect.yaml inside), told apart from rule paths: the old
+    `rules test FIXTURE` form still works."""
+    rules = [p for p in paths if not (p / "expect.yaml").is_file()]
+    fixtures = [p for p in paths if (p / "expect.yaml").is_file()]
+    return rules, fixtures
+
+
 @rules_group.command("test")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--rules", "rule_dirs", type=click.Path(path_type=Path), multiple=True, help="Extra rule folder (may repeat).")
-@click.option("--engine", type=click.Choice(["auto", "hyperscan", "pure"]), default="auto", hidden=True)
+@rule_options
+@fixtures_option("Fixture folder, or a folder of them, whose expected ranking must hold (default: the built-in ones).")
+@dev_options
 @guarded
-def rules_test(paths: tuple[Path, ...], rule_dirs: tuple[Path, ...], engine: str) -> None:
-    """Run every rule's own tests, and the fixtures (PATHs: fixture folders; default: all)."""
-    from diagnose.ruletools.selftest import run_fixture_tests, run_rule_tests
+def rules_test(paths: tuple[Path, ...], rule_dirs: tuple[Path, ...], config_path: Path | None,
+               fixtures: tuple[Path, ...], engine: str) -> None:
+    """Run the own tests of every loaded rule (the built-in pack, PATHs: rule files or folders,
+    --rules, the config's), and the fixtures' expected rankings."""
+    from diagnose.ruletools.selftest import expand_fixtures, run_fixture_tests, run_rule_tests
 
-    ruleset = load_ruleset(rule_dirs, config_rule_dirs(None))
+    rule_paths, fixture_paths = _split_fixture_paths(paths)
+    ruleset = load_ruleset([*rule_paths, *rule_dirs], config_rule_dirs(config_path))
     failures = run_rule_tests(ruleset, engine=engine, echo=click.echo)
-    failures += run_fixture_tests(ruleset, list(paths), engine=engine, echo=click.echo)
+    failures += run_fixture_tests(ruleset, expand_fixtures([*fixture_paths, *fixtures]), engine=engine, echo=click.echo)
     if failures:
         click.echo(f"{failures} failure(s)", err=True)
-        sys.exit(1)
+        sys.exit(ExitCode.FINDINGS)
     click.echo("all rule tests and fixtures pass", err=True)
 
 
 @rules_group.command("show")
 @click.argument("rule_id")
-@click.option("--rules", "rule_dirs", type=click.Path(path_type=Path), multiple=True, help="Extra rule folder (may repeat).")
+@rule_options
 @guarded
-def rules_show(rule_id: str, rule_dirs: tuple[Path, ...]) -> None:
+def rules_show(rule_id: str, rule_dirs: tuple[Path, ...], config_path: Path | None) -> None:
     """Show every field of the rule RULE_ID, and the file it comes from."""
     from diagnose.ruletools.tools import find_rule, show_rule
 
-    click.echo(show_rule(find_rule(load_ruleset(rule_dirs, config_rule_dirs(None)).rules, rule_id)))
+    click.echo(show_rule(find_rule(load_ruleset(rule_dirs, config_rule_dirs(config_path)).rules, rule_id)))
 
 
 @rules_group.command("lint")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--fixtures", "fixtures_root", type=click.Path(path_type=Path),
-              help="Fixture folder whose healthy-*/ runs a rule must not fire on (default: the built-in fixtures).")
+@rule_options
+@fixtures_option("Fixture folder whose healthy-*/ runs a rule must not fire on (default: the built-in fixtures).")
 @click.option("--no-healthy", is_flag=True, help="Skip the scan of the healthy fixtures (DL110).")
-@click.option("--engine", type=click.Choice(["auto", "hyperscan", "pure"]), default="auto", hidden=True)
+@dev_options
 @guarded
-def rules_lint(paths: tuple[Path, ...], fixtures_root: Path | None, no_healthy: bool, engine: str) -> None:
-    """Check rule files (PATHs: files or folders; default: the built-in pack). Codes: docs/rules.md.
-    Exit 1 when an error-level issue is found, 0 otherwise."""
+def rules_lint(paths: tuple[Path, ...], rule_dirs: tuple[Path, ...], config_path: Path | None,
+               fixtures: tuple[Path, ...], no_healthy: bool, engine: str) -> None:
+    """Check rule files (PATHs or --rules: files or folders; default: the built-in pack and the
+    config's rule folders). Codes: docs/rules.md. Exit 1 when an error-level issue is found."""
     from diagnose.ruletools.tools import lint_paths, lint_summary
 
-    report = lint_paths(list(paths), fixtures_root, healthy=not no_healthy, engine=engine)
+    targets = [*paths, *rule_dirs] or ([*config_rule_dirs(config_path)] if config_path else [])
+    if len(fixtures) > 1:
+        raise DiagnoseError("rules lint: give --fixtures once (the folder holding the healthy-*/ fixtures)")
+    report = lint_paths(targets, fixtures[0] if fixtures else None, healthy=not no_healthy, engine=engine)
     for issue in report.issues:
         click.echo(issue.render())
     click.echo(lint_summary(report), err=True)
-    sys.exit(1 if report.errors else 0)
+    sys.exit(ExitCode.FINDINGS if report.errors else ExitCode.OK)
 
 
 @rules_group.command("new")
 @click.argument("rule_id")
 @click.option("--from-line", help="A real log line the rule must match; becomes the pattern and the first test.")
-@click.option("--dir", "directory", type=click.Path(path_type=Path), default=Path("rules"), show_default=True,
-              help="Rule folder; the file goes to DIR/<category>/<id>.yaml.")
+@click.option("--into", "--dir", "directory", type=click.Path(path_type=Path), default=Path("rules"), show_default=True,
+              help="Rule folder; the file goes to INTO/<category>/<id>.yaml.")
 @guarded
 def rules_new(rule_id: str, from_line: str | None, directory: Path) -> None:
     """Scaffold a rule file RULE_ID (<category>.<name>) with tests; never overwrites."""
@@ -342,5 +437,5 @@ def rules_new(rule_id: str, from_line: str | None, directory: Path) -> None:
 
     path = scaffold_rule(rule_id, from_line, directory)
     click.echo(str(path))
-    click.echo(f"diagnose: wrote {path}; fill in the TODOs, then: diagnose rules test --rules {directory} && "
+    click.echo(f"diagnose: wrote {path}; fill in the TODOs, then: diagnose rules test {directory} && "
                f"diagnose rules lint {path}", err=True)

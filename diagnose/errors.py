@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The exit-code contract (README): a tool error is never a finding, and the reverse."""
+
+    OK = 0  # ran; nothing at or above --fail-on
+    FINDINGS = 1  # ran; a cause at or above --fail-on
+    ERROR = 2  # usage, config, rule-load or input error, a bug of ours, or nothing relates to the run id
+    INTERRUPTED = 130  # Ctrl-C
+
 
 class DiagnoseError(Exception):
     """A usage, input, config or rule-load problem. The message is shown as-is."""

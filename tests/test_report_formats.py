@@ -51,9 +51,25 @@ def test_format_enum_registry_and_cli_choices_are_one_list() -> None:
     assert on_disk == set(MODULES.values()), f"reporter modules not registered: {on_disk - set(MODULES.values())}"
     for command_name in ("scan", "run"):
         command = cli.main.commands[command_name]
-        option = next(p for p in command.params if p.name == "fmt")
-        assert isinstance(option.type, click.Choice)
-        assert list(option.type.choices) == list(cli.FORMATS), command_name
+        option = next(p for p in command.params if p.name == "formats")
+        assert option.multiple, command_name
+        for name in cli.FORMATS:
+            assert cli.parse_formats([f"{name}=out.{name}"], None) == [(name, Path(f"out.{name}"))]
+    with pytest.raises(click.BadParameter):
+        cli.parse_formats(["nope"], None)
+    with pytest.raises(click.BadParameter):  # two reports cannot share stdout
+        cli.parse_formats(["json", "sarif"], None)
+
+
+def test_one_diagnosis_written_in_several_formats_at_once(tmp_path: Path) -> None:
+    """`--format sarif=F --format junit=G --format json`: files and stdout from one scan."""
+    case = INPUTS["oom-cgroup"] if "oom-cgroup" in INPUTS else next(iter(INPUTS.values()))
+    sarif, junit = tmp_path / "out.sarif", tmp_path / "out.xml"
+    result = invoke(["scan", *case, "--format", f"sarif={sarif}", "--format", f"junit={junit}", "--format", "json"])
+    assert result.exit_code in (0, 1), result.output
+    assert json.loads(sarif.read_text())["version"] == "2.1.0"
+    assert junit.read_text().lstrip().startswith("<?xml")
+    assert json.loads(result.stdout)["schema_version"]
 
 
 @pytest.mark.parametrize("fmt", list(Format), ids=lambda f: f.value)

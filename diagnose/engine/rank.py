@@ -17,9 +17,8 @@ from collections.abc import Mapping, Sequence, Set
 from diagnose.engine.findings import Cause, Finding
 from diagnose.engine.tracebacks import Crash, find_crashes
 from diagnose.evidence.model import Evidence, EvidenceItem, TextKind
+from diagnose.vocab import Relaunch, Role, Severity, is_crash_level
 
-SEVERITY_WEIGHT = {"critical": 1.0, "error": 0.85, "warning": 0.6, "info": 0.3}
-SEVERITY_ORDER = ("critical", "error", "warning", "info")
 TIE_BUCKET = 0.05
 UNRECOGNISED_ID = "unrecognised.crash"
 
@@ -45,13 +44,13 @@ def render(template: str, captures: Mapping[str, str]) -> str:
 def score(finding: Finding) -> float:
     rule = finding.rule
     sources = {item.source for item in finding.evidence}
-    return round(rule.confidence * SEVERITY_WEIGHT[rule.severity] + 0.02 * min(max(len(sources) - 1, 0), 3), 4)
+    return round(rule.confidence * Severity(rule.severity).weight + 0.02 * min(max(len(sources) - 1, 0), 3), 4)
 
 
 def tier(role: str, severity: str) -> int:
-    if role == "root" and severity in ("critical", "error"):
+    if is_crash_level(role, severity):
         return 0
-    if role == "context":
+    if role == Role.CONTEXT:
         return 2
     return 1
 
@@ -80,13 +79,12 @@ def rank(findings: Sequence[Finding], evidence: Evidence, min_severity: str | No
     pairs.sort(key=lambda pair: _sort_key(*pair))
     causes = [cause for cause, _ in pairs]
     roots = [c for c in causes if tier(c.role, c.severity) == 0]
-    symptoms = tuple(c.id for c in causes if c.role == "symptom")
+    symptoms = tuple(c.id for c in causes if c.role == Role.SYMPTOM)
     if roots and symptoms:
         top = roots[0]
         causes[causes.index(top)] = _with_explains(top, symptoms)
     if min_severity:
-        allowed = SEVERITY_ORDER[: SEVERITY_ORDER.index(min_severity) + 1]
-        causes = [c for c in causes if c.severity in allowed]
+        causes = [c for c in causes if Severity(c.severity).at_least(min_severity)]
     return causes
 
 
@@ -130,7 +128,7 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
             Cause(
                 id=UNRECOGNISED_ID,
                 title=("Unrecognised fatal error: " if fatal else "Unrecognised exception: ") + summary,
-                category="unrecognised", role="root", severity="error", confidence=0.3, score=0.3 * SEVERITY_WEIGHT["error"],
+                category="unrecognised", role=Role.ROOT, severity=Severity.ERROR, confidence=0.3, score=0.3 * Severity.ERROR.weight,
                 evidence=tuple(items),
                 explanation=(
                     f"No known signature matched, but the run {'died with' if fatal else 'raised'} {summary}{where}. "
@@ -140,7 +138,7 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
                     "Read the traceback's last frames in your own code first; the exception type and message name what failed.",
                     "If this failure recurs, add a rule for it: diagnose rules new <category>.<name> --from-line '<the error line>'.",
                 ),
-                references=(), relaunch="maybe", time=crash.time,
+                references=(), relaunch=Relaunch.MAYBE, time=crash.time,
             )
         )
     return causes

@@ -7,8 +7,8 @@ import re
 from pathlib import Path, PurePosixPath
 
 from diagnose.engine.findings import Diagnosis
-from diagnose.engine.rank import SEVERITY_ORDER as SEVERITIES
 from diagnose.evidence.model import EvidenceItem
+from diagnose.vocab import SEVERITIES
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 

@@ -21,8 +21,9 @@ from diagnose.engine.findings import Cause, Diagnosis
 from diagnose.evidence.model import EvidenceItem
 from diagnose.report._common import at_or_above, is_file_evidence, relative_path, scan_root, strip_ansi
 from diagnose.report.markdown import render_markdown
+from diagnose.vocab import Severity
 
-LEVEL = {"critical": "error", "error": "error", "warning": "warning", "info": "notice"}
+LEVEL: dict[str, str] = {Severity.CRITICAL: "error", Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 PER_KIND = 10  # annotations GitHub shows per kind (error/warning/notice) per step
 SUMMARY_BUDGET = 1_000_000  # bytes; GitHub refuses a step summary over 1 MiB
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"

@@ -16,13 +16,9 @@ from typing import IO
 from diagnose.engine.findings import Cause, Diagnosis
 from diagnose.evidence.model import EvidenceItem
 from diagnose.report._common import at_or_above, evidence_summary, inputs, strip_ansi
+from diagnose.vocab import RELAUNCHES, relaunch_advice
 
 MAX_EVIDENCE = 12  # lines per cause unless -v
-RELAUNCH_TEXT = {
-    "yes": "a plain relaunch may succeed",
-    "no": "a plain relaunch will fail the same way; fix first",
-    "maybe": "a relaunch may or may not help; fix the cause first if you can",
-}
 # Parentheses and "!" act only next to brackets, "#", "+", "-" only at a line start: no need to escape them inline.
 _INLINE_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 _LINE_START = re.compile(r"^(\s*)([-+=>#]|\d+)")
@@ -90,7 +86,7 @@ def _cause(number: int, cause: Cause, cap: int | None, heading: str) -> list[str
     if cause.fix:
         parts += ["**Fix**", ""] + [f"- {escape_inline(step)}" for step in cause.fix] + [""]
     if cause.relaunch:
-        parts += [f"Relaunch: {RELAUNCH_TEXT.get(cause.relaunch, escape_inline(cause.relaunch))}.", ""]
+        parts += [f"Relaunch: {(relaunch_advice(cause.relaunch) if cause.relaunch in RELAUNCHES else escape_inline(cause.relaunch))}.", ""]
     if cause.explains:
         parts += ["Explains: " + ", ".join(code_span(s) for s in cause.explains), ""]
     if cause.references:

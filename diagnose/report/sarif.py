@@ -28,13 +28,14 @@ from diagnose.engine.rank import UNRECOGNISED_ID
 from diagnose.evidence.model import EvidenceItem
 from diagnose.report._common import inputs, is_file_evidence, one_line, relative_path, scan_root, strip_ansi
 from diagnose.report.markdown import escape_inline
+from diagnose.vocab import Severity
 
 if TYPE_CHECKING:
     from diagnose.rules.model import Rule
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 SARIF_VERSION = "2.1.0"
-LEVEL = {"critical": "error", "error": "error", "warning": "warning", "info": "note"}
+LEVEL: dict[str, str] = {Severity.CRITICAL: "error", Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 FINGERPRINT_KEY = "diagnoseCause/v1"
 SRCROOT = "%SRCROOT%"
 MAX_LOCATIONS = 10  # GitHub keeps at most 10 locations per result; the rest go to relatedLocations

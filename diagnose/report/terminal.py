@@ -14,13 +14,10 @@ from collections.abc import Mapping
 from typing import IO, Protocol
 
 from diagnose.engine.findings import Cause, Diagnosis
+from diagnose.vocab import Severity, relaunch_advice
 
-SEVERITY_STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "yellow", "info": "cyan"}
-RELAUNCH_TEXT = {
-    "yes": "a plain relaunch may succeed",
-    "no": "a plain relaunch will fail the same way; fix first",
-    "maybe": "a relaunch may or may not help; fix the cause first if you can",
-}
+SEVERITY_STYLE: dict[str, str] = {Severity.CRITICAL: "bold white on red", Severity.ERROR: "bold red", Severity.WARNING: "yellow",
+                  Severity.INFO: "cyan"}
 MAX_TEXT = 300
 
 Span = tuple[str, str]  # (text, rich style; "" for none)
@@ -83,7 +80,7 @@ def _cause(w: Writer, number: int, cause: Cause, verbose: bool) -> None:
     for step in cause.fix:
         w.line(("     • " + step, ""))
     if cause.relaunch:
-        w.line(("   Relaunch: " + RELAUNCH_TEXT.get(cause.relaunch, cause.relaunch), "dim"))
+        w.line(("   Relaunch: " + relaunch_advice(cause.relaunch), "dim"))
     if cause.explains:
         w.line(("   Explains: " + ", ".join(cause.explains), "dim"))
     if cause.references and verbose:
@@ -103,7 +100,7 @@ def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
     w.line((f"  {stats.get('rules', '?')} rules over {stats.get('files_scanned', 0)} file(s), "
             f"{stats.get('lines_scanned', 0):,} lines in {stats.get('seconds', 0)} s", "dim"))
     w.line()
-    serious = [c for c in diagnosis.causes if c.severity in ("critical", "error", "warning")]
+    serious = [c for c in diagnosis.causes if Severity(c.severity).at_least(Severity.WARNING)]
     minor = [c for c in diagnosis.causes if c not in serious]
     if not serious:
         w.line(("No cause found at warning or above.", "bold green"))

@@ -93,10 +93,6 @@ def signal_name(number: int | None) -> str:
         return f"signal {number}"
 
 
-def normalise_package(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _all(tests: Mapping[str, p.Predicate], values: Mapping[str, Any]) -> bool:
     return all(pred(values.get(name)) for name, pred in tests.items())
 

@@ -11,9 +11,6 @@ from typing import Any
 from diagnose.evidence.model import TextKind
 from diagnose.rules.conditions import FactCondition
 
-ROLES = ("root", "symptom", "context")
-SEVERITIES = ("critical", "error", "warning", "info")
-RELAUNCH = ("yes", "no", "maybe")
 OPS = ("all", "any", "none", "maybe")
 TEXT_KINDS = {kind.value: kind for kind in TextKind}
 ID_SHAPE = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")

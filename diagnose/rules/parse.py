@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Sequence
+from typing import TypeVar
 
 import yaml
 
@@ -18,10 +19,7 @@ from diagnose.rules.model import (
     ID_SHAPE,
     OPS,
     OPTIONAL_KEYS,
-    RELAUNCH,
     REQUIRED_KEYS,
-    ROLES,
-    SEVERITIES,
     TEST_CASE_KEYS,
     TEXT_KINDS,
     Condition,
@@ -31,6 +29,9 @@ from diagnose.rules.model import (
     TextCondition,
 )
 from diagnose.rules.yamlnodes import Problems, YamlFile
+from diagnose.vocab import RELAUNCHES, ROLES, SEVERITIES
+
+W = TypeVar("W", bound=str)
 
 
 class RuleParser:
@@ -90,7 +91,7 @@ class RuleParser:
         for ref in references or ():
             if not re.match(r"^https?://\S+$", ref):
                 self.error(fields["references"][1], f"reference must be a URL: {ref!r}")
-        relaunch = self.choice(fields["relaunch"], RELAUNCH) if "relaunch" in fields else None
+        relaunch = self.choice(fields["relaunch"], RELAUNCHES) if "relaunch" in fields else None
         tags = self.string_list(fields["tags"], "tags") if "tags" in fields else ()
         analyze = self.analyzer(fields["analyze"]) if "analyze" in fields else None
         tests = self.tests(fields["tests"]) if "tests" in fields else ()
@@ -114,12 +115,18 @@ class RuleParser:
             return None
         return value.strip()
 
-    def choice(self, entry: tuple[yaml.Node, int], options: Sequence[str]) -> str | None:
-        value = self.string(entry)
-        if value is not None and value not in options:
-            self.error(entry[1], f"'{value}' is not one of: {', '.join(options)}")
+    def choice(self, entry: tuple[yaml.Node, int], options: Sequence[W]) -> W | None:
+        node, line = entry
+        # A choice is a word: take the scalar's own text, so a bare `relaunch: no` is "no"
+        # and not YAML 1.1's false.
+        if not isinstance(node, yaml.ScalarNode) or not node.value.strip():
+            self.error(line, f"expected one of: {', '.join(options)}")
             return None
-        return value
+        for option in options:
+            if node.value.strip() == option:
+                return option
+        self.error(line, f"'{node.value}' is not one of: {', '.join(options)}")
+        return None
 
     def confidence(self, entry: tuple[yaml.Node, int]) -> float | None:
         node, line = entry

@@ -29,12 +29,12 @@ from diagnose.evidence.model import (
     TmuxSession,
     TmuxState,
 )
-from diagnose.rules.conditions import normalise_package
+from diagnose.evidence.parsers.packages import normalise_package
 from diagnose.rules.model import Rule, RuleSet, RuleTest
 from diagnose.rules.predicates import parse_signal
+from diagnose.vocab import Severity
 
 Echo = Callable[[str], Any]
-SEVERITIES_AT_LEAST_WARNING = ("critical", "error", "warning")
 
 
 def _lines(value: Any) -> list[str]:
@@ -152,7 +152,17 @@ def ranked_ids(fixture: Path, ruleset: RuleSet, engine: str = "auto", via_scan: 
 
     evidence = evidence_from_paths([str(fixture)]) if via_scan else evidence_from_bundle(fixture)
     diagnosis = diagnose(evidence, ruleset, engine=engine)
-    return [c.id for c in diagnosis.causes if c.severity in SEVERITIES_AT_LEAST_WARNING]
+    return [c.id for c in diagnosis.causes if Severity(c.severity).at_least(Severity.WARNING)]
+
+
+def expand_fixtures(paths: Sequence[Path]) -> list[Path]:
+    """Fixture folders: each PATH is one (an expect.yaml inside) or holds several."""
+    found: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            raise DiagnoseError(f"{path}: no such fixture folder")
+        found.extend([path] if (path / "expect.yaml").is_file() else fixture_dirs(path))
+    return found
 
 
 def run_fixture_tests(ruleset: RuleSet, paths: Sequence[Path], engine: str = "auto", echo: Echo = print) -> int:

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from diagnose.errors import DiagnoseError
-from diagnose.rules.conditions import FACT_KINDS, FactCondition, normalise_package
+from diagnose.evidence.parsers.packages import normalise_package
+from diagnose.rules.conditions import FACT_KINDS, FactCondition
 from diagnose.rules.extensions import ANALYZER_CAPTURES
 from diagnose.rules.load import builtin_rules_dir, load_rule_file, rule_files
 from diagnose.rules.model import ID_SHAPE, Condition, Group, Rule, TextCondition
 from diagnose.rules.yamlnodes import Problems
+from diagnose.vocab import is_crash_level
 
 # ---------------------------------------------------------------- show
 
@@ -301,7 +303,7 @@ def lint_healthy(rules: Sequence[Rule], fixtures: Sequence[Path], engine: str = 
         evidence = evidence_from_bundle(fixture)
         for finding in run_rules(rules, evidence, engine=engine).findings:
             rule = finding.rule
-            serious = rule.role == "root" and rule.severity in ("critical", "error")
+            serious = is_crash_level(rule.role, rule.severity)
             where = ", ".join(f"{e.location()}: {e.text[:120]!r}" for e in finding.evidence[:2])
             line = next((c.line for c in rule.text_conditions()), 1)
             issues.append(LintIssue("DL110", rule.path, line, rule.id, f"fires on healthy fixture {fixture.name} ({where})",
