@@ -53,7 +53,7 @@ def parse_elastic_error(text: str, source: str, rank: int | None = None) -> tupl
     """(exit record, the error message, its timestamp) from one error file."""
     try:
         data: Any = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the interpreter's stack
         return ExitRecord(source, rank=rank, message="unreadable error file"), "", None
     message: Any = data.get("message", data) if isinstance(data, dict) else data
     text_message = ""
@@ -64,11 +64,17 @@ def parse_elastic_error(text: str, source: str, rank: int | None = None) -> tupl
         if isinstance(extra, dict):
             try:
                 stamp = extra.get("timestamp")
-                timestamp = float(stamp) if stamp else None
-            except (TypeError, ValueError):
+                timestamp = float(stamp) if stamp and not isinstance(stamp, bool) else None
+            except (TypeError, ValueError, OverflowError):
+                timestamp = None
+            # A time a clock can show: "inf", "nan" or year 300000 would break every report's clock.
+            if timestamp is not None and not (0 < timestamp < 1e11):
                 timestamp = None
     else:
-        text_message = str(message)
+        try:
+            text_message = str(message)
+        except RecursionError:
+            text_message = ""
     # An error file exists because @record caught a Python exception, which exits 1; a signal
     # that came later (an NCCL abort) is only in the agent's summary.
     record = ExitRecord(source, code=1, rank=rank, message=_exception_line(text_message)[:300], time=timestamp)
