@@ -83,11 +83,12 @@ def parse_elastic_error(text: str, source: str, rank: int | None = None) -> tupl
 
 # ---------------------------------------------------------------- the ChildFailedError summary
 
-_ENTRY = re.compile(r"^\[(?P<idx>\d+)\]:\s*$")
+# Numbers of at most 18 digits: int() refuses over 4300, and no pid, rank or exit code is longer.
+_ENTRY = re.compile(r"^\[(?P<idx>[0-9]{1,18})\]:\s*$")
 _FIELD = re.compile(r"^  (?P<name>time|host|rank|exitcode|error_file|traceback|msg)\s*:\s?(?P<value>.*)$")
-_RANK = re.compile(r"^(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)")
-_EXITCODE = re.compile(r"^(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)(?:\s+\((?P<sig>SIG\w+)\))?")
-_SIGNAL_MSG = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)")
+_RANK = re.compile(r"^(?P<rank>-?[0-9]{1,18}) \(local_rank: (?P<local>-?[0-9]{1,18})\)")
+_EXITCODE = re.compile(r"^(?P<code>-?[0-9]{1,18}) \(pid: (?P<pid>[0-9]{1,18})\)(?:\s+\((?P<sig>SIG\w+)\))?")
+_SIGNAL_MSG = re.compile(r"Signal (?P<num>[0-9]{1,18}) \((?P<name>SIG\w+)\) received by PID (?P<pid>[0-9]{1,18})")
 _BORDER = re.compile(r"^(?:=+|-+)\s*$")
 ROOT_HEADER = "Root Cause (first observed failure):"
 FAILURES_HEADER = "Failures:"

@@ -294,6 +294,8 @@ def parse_xml(text: str, source: str) -> GpuState:
         line, column = getattr(exc, "position", (0, 0))
         reason = re.sub(r": line \d+, column \d+$", "", str(exc))
         raise ParseError(f"nvidia-smi -q -x: malformed XML at line {line}, column {column} ({reason})") from None
+    except UnicodeError:  # lone surrogates: text that was never decoded from bytes
+        raise ParseError("nvidia-smi -q -x: not UTF-8 text") from None
     if root.tag != "nvidia_smi_log":
         raise ParseError(f"nvidia-smi -q -x: the XML root is <{root.tag[:40]}>, not <nvidia_smi_log>")
 
