@@ -10,7 +10,6 @@ by the visible escape the tool prints for it. Every format must print the same r
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 from pathlib import Path
