@@ -16,7 +16,7 @@ from pathlib import Path
 from diagnose.collectors import Captured, Context, Output, bundle_name, display_path
 from diagnose.evidence import FileKind, Gap
 from diagnose.sniff import rank_from_path, sniff
-from diagnose.textio import HEAD_BYTES, looks_binary
+from diagnose.textio import HEAD_BYTES, looks_binary, why_unreadable
 
 SIBLINGS = 5
 
@@ -57,7 +57,7 @@ def _file(ctx: Context, path: str, kind: FileKind | None, out: Output) -> Captur
         out.gaps.append(Gap("logs", f"{display}: permission denied"))
         return None
     except OSError as exc:
-        out.gaps.append(Gap("logs", f"{display}: cannot read ({exc.strerror or exc})"))
+        out.gaps.append(Gap("logs", f"{display}: {why_unreadable(exc)}"))  # "symlink loop", not a bare errno
         return None
     if kind is None:
         if looks_binary(head) and not path.endswith((".gz", ".bz2", ".xz")):
