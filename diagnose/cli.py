@@ -52,9 +52,13 @@ class DefaultGroup(click.Group):
 
 
 def fail(message: str, details: Sequence[str] = ()) -> None:
-    click.echo(f"diagnose: error: {message}", err=True)
+    from diagnose.evidence.safetext import visible
+
+    # Messages name paths and run ids as given: a newline in one must not start a line of its own
+    # (`::error ...` on stderr is a GitHub workflow command), nor an escape reach the terminal.
+    click.echo(f"diagnose: error: {visible(message)}", err=True)
     for line in details:
-        click.echo(f"  {line}", err=True)
+        click.echo(f"  {visible(line)}", err=True)
     sys.exit(ExitCode.ERROR)
 
 
@@ -262,12 +266,14 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
     """Diagnose RUN_ID (a run on this machine) or BUNDLE (a saved bundle). `diagnose RUN_ID` is
     the short form."""
     from diagnose.app import diagnose
-    from diagnose.evidence.bundle import evidence_from_bundle, is_bundle
+    from diagnose.evidence.bundle import evidence_from_bundle
+    from diagnose.evidence.inputs import is_bundle
+    from diagnose.live.runs import path_exists
 
     chosen = parse_formats(formats, output)
     since_t, until_t = parse_time(since, "since"), parse_time(until, "until")
     path = Path(target)
-    if path.exists() and is_bundle(path):
+    if path_exists(path) and is_bundle(path):
         ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
         evidence = evidence_from_bundle(path)
     else:
@@ -299,12 +305,13 @@ def collect_command(run_id: str, out: Path, config_path: Path | None, search_dir
     """Save everything about RUN_ID as a bundle (logs, kernel log, tmux, GPUs, packages, ...);
     `diagnose BUNDLE` on any machine then gives the same causes."""
     from diagnose.app import collect_bundle
+    from diagnose.evidence.safetext import visible
     from diagnose.live.config import load_config
 
     config = load_config(config_path)
     written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty())
     for name, status in manifest.collectors.items():
-        reason = f"  {status.reason}" if status.reason else ""
+        reason = f"  {visible(status.reason)}" if status.reason else ""  # reasons name paths found on disk
         if reason and not verbose and len(reason) > 120:
             reason = reason[:117] + "..."
         click.echo(f"  {name:<12} {status.status:<8} {status.duration_s:6.2f} s {status.bytes:>12,} B{reason}", err=True)

@@ -1,4 +1,5 @@
-"""Errors that end the program with exit code 2 and one clear line (never a traceback)."""
+"""Errors that end the program with exit code 2 and one clear line (never a traceback), and the
+one parse error that never does (it becomes a gap)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,9 @@ class RuleError(DiagnoseError):
 
 class ConfigError(DiagnoseError):
     """The diagnose config file is malformed."""
+
+
+class ParseError(ValueError):
+    """A captured output (nvidia-smi, NVML JSON, a tmux capture, an error file) that its parser
+    cannot read. Never ends the program: the caller records it as a Gap, and the message names
+    the source and where it broke ("nvidia-smi -q -x: malformed XML at line 3 (...)")."""

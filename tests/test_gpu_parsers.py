@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.errors import ParseError
 from diagnose.evidence.model import FileKind, GpuState
 from diagnose.evidence.parsers.gpu import (
     THROTTLE_BITS,
@@ -184,6 +185,6 @@ def test_dmesg_sample_on_the_wall_clock(tmp_path: Path) -> None:
 
 
 def test_unparseable_xml_is_an_error_not_a_crash() -> None:
-    with pytest.raises(ValueError, match="not valid nvidia-smi XML"):
+    with pytest.raises(ParseError, match=r"^nvidia-smi -q -x: malformed XML at line 1, column 21 \(no element found\)$"):
         parse_xml("<nvidia_smi_log><gpu>", "x")
     assert isinstance(parse_csv("", "x"), GpuState)

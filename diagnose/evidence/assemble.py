@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from diagnose.evidence.model import Evidence, ExitRecord, FileKind, Gap, Packages, RunInfo, TextFile, TextKind
+from diagnose.errors import ParseError
+from diagnose.evidence.model import (
+    Evidence,
+    ExitRecord,
+    FileKind,
+    Gap,
+    GpuState,
+    Packages,
+    RunInfo,
+    TextFile,
+    TextKind,
+)
 from diagnose.evidence.textio import read_text
-
-if TYPE_CHECKING:
-    from diagnose.evidence.model import GpuState
 
 FileEntry = tuple[FileKind, Path, str, "int | None", "float | None"]  # kind, location, display, rank, mtime
 
@@ -42,18 +48,24 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
             texts.append(TextFile(text_kind, location, display, rank, mtime, boot_time if text_kind.value == "dmesg" else None, year))
             continue
         content = read_text(location)
-        # Each parser loads only when a file of its kind is there.
-        if kind is FileKind.PACKAGES:
-            from diagnose.evidence.parsers.packages import parse_packages
-
-            parsed = parse_packages(content, display)
+        try:
+            parsed = _parse_one(kind, content, display, rank)
+        except ParseError as exc:
+            gaps.append(Gap(_GAP_SOURCE.get(kind, kind.value), f"{display}: {exc}"))
+            continue
+        except Exception as exc:  # a parser bug costs that file's evidence, never the diagnosis
+            gaps.append(Gap(_GAP_SOURCE.get(kind, kind.value), f"{display}: could not parse ({type(exc).__name__}: {exc})"))
+            continue
+        if isinstance(parsed, Packages):
             for name, version in parsed.versions.items():
                 versions.setdefault(name, version)
             package_sources.append(display)
-        elif kind is FileKind.NVIDIA_SMI:
-            from diagnose.evidence.parsers.gpu import parse_gpu_text
-
-            smi = parse_gpu_text(content, display)
+        elif isinstance(parsed, ExitRecord):
+            exits.append(parsed)
+        elif isinstance(parsed, GpuState) and kind is FileKind.NVML:
+            gpu = parsed
+        elif isinstance(parsed, GpuState):
+            smi = parsed
             if smi.gpus:
                 gpu = smi
             else:
@@ -64,21 +76,34 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
                 texts.append(TextFile(TextKind.LOG, location, display, rank, mtime, None, year))
                 first = next((line.strip() for line in content.splitlines() if line.strip()), "no output")
                 gaps.append(Gap("gpu", f"{display}: no GPU state in it ({first[:200]})"))
-        elif kind is FileKind.NVML:
-            from diagnose.evidence.parsers.gpu import parse_nvml_json
-
-            try:
-                gpu = parse_nvml_json(json.loads(content), display)
-            except ValueError as exc:
-                gaps.append(Gap("gpu", f"{display}: unreadable NVML JSON ({exc})"))
-        elif kind is FileKind.ELASTIC_ERROR:
-            from diagnose.evidence.parsers.elastic import parse_elastic_error
-
-            record, _message, _when = parse_elastic_error(content, display, rank)
-            exits.append(record)
     packages = Packages(versions, ", ".join(package_sources)) if package_sources else None
     info = run or RunInfo(id="scan", mode="scan", inputs=tuple(str(e[1]) for e in entries))
     return Evidence(info, tuple(texts), packages, gpu, exits=tuple(exits) if exits else None, gaps=tuple(gaps), notes=tuple(notes))
+
+
+_GAP_SOURCE = {FileKind.PACKAGES: "packages", FileKind.NVIDIA_SMI: "gpu", FileKind.NVML: "gpu", FileKind.ELASTIC_ERROR: "exit"}
+
+
+def _parse_one(kind: FileKind, content: str, display: str, rank: int | None) -> Packages | GpuState | ExitRecord | None:
+    """The parsed content of a non-text evidence file; ParseError when it cannot be read."""
+    # Each parser loads only when a file of its kind is there.
+    if kind is FileKind.PACKAGES:
+        from diagnose.evidence.parsers.packages import parse_packages
+
+        return parse_packages(content, display)
+    if kind is FileKind.NVIDIA_SMI:
+        from diagnose.evidence.parsers.gpu import parse_gpu_text
+
+        return parse_gpu_text(content, display)
+    if kind is FileKind.NVML:
+        from diagnose.evidence.parsers.gpu import parse_nvml_text
+
+        return parse_nvml_text(content, display)
+    if kind is FileKind.ELASTIC_ERROR:
+        from diagnose.evidence.parsers.elastic import parse_elastic_error
+
+        return parse_elastic_error(content, display, rank)[0]
+    return None
 
 
 def merge(first: Evidence, second: Evidence) -> Evidence:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -10,14 +11,53 @@ from diagnose.errors import InputError
 from diagnose.evidence.assemble import FileEntry, display_path, evidence_from_files, merge
 from diagnose.evidence.model import Evidence, FileKind
 from diagnose.evidence.sniff import rank_from_path, skip_in_folder, sniff, split_kind
-from diagnose.evidence.textio import HEAD_BYTES, looks_binary, read_head
+from diagnose.evidence.textio import HEAD_BYTES, looks_binary, read_head, why_unreadable
+
+MAX_DEPTH = 64  # folders below a scanned folder; deeper ones are reported as skipped
 
 
-def _walk(folder: Path) -> Iterable[Path]:
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("__pycache__", "node_modules"))
-        for name in sorted(filenames):
-            yield Path(dirpath) / name
+_SKIP_DIRS = ("__pycache__", "node_modules")
+
+
+def _walk(folder: Path, notes: list[str]) -> Iterable[Path]:
+    """The regular files under a folder, in sorted order, with a stack instead of recursion (os.walk
+    recurses, and a folder 1,500 deep ends it in RecursionError). What is not walked is said in
+    `notes`: folders past MAX_DEPTH, folders we may not list, symlink loops, dangling links.
+    Symlinked folders are not followed (a link to an ancestor would walk forever)."""
+    import stat as stat_module
+
+    stack: list[tuple[Path, int]] = [(folder, 0)]
+    while stack:
+        current, depth = stack.pop()
+        try:
+            with os.scandir(current) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError as exc:
+            if current == folder:
+                raise InputError(f"{current}: {why_unreadable(exc)}") from None
+            notes.append(f"skipped {display_path(current)}/: {why_unreadable(exc)}")
+            continue
+        subfolders: list[Path] = []
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if not entry.name.startswith(".") and entry.name not in _SKIP_DIRS:
+                        subfolders.append(path)
+                    continue
+                st = os.stat(entry.path)  # follows a link to a file
+            except OSError as exc:
+                dangling = exc.errno == errno.ENOENT and entry.is_symlink()
+                notes.append(f"skipped {display_path(path)}: {'dangling symlink' if dangling else why_unreadable(exc)}")
+                continue
+            if stat_module.S_ISREG(st.st_mode):
+                yield path
+            # A FIFO, socket or device would block or never end a read; a link to a folder is not followed.
+        if depth + 1 > MAX_DEPTH:
+            notes.extend(f"skipped {display_path(sub)}/: deeper than {MAX_DEPTH} folders" for sub in subfolders)
+            continue
+        # Reversed onto the stack so the first folder in sorted order is walked first.
+        stack.extend((sub, depth + 1) for sub in reversed(subfolders))
 
 
 def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], list[str]]:
@@ -28,14 +68,18 @@ def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], lis
     for arg in args:
         forced, raw = split_kind(arg)
         path = Path(raw)
-        if not path.exists():
-            raise InputError(f"{raw}: no such file or directory")
+        _check_exists(raw)
         if path.is_dir():
             if forced is None and is_bundle(path):
                 bundles.append(path)
                 continue
             found = 0
-            members = list(_walk(path))
+            walk_notes: list[str] = []
+            members = list(_walk(path, walk_notes))
+            notes.extend(walk_notes)
+            if not members and walk_notes:
+                more = f" (and {len(walk_notes) - 1} more)" if len(walk_notes) > 1 else ""
+                raise InputError(f"{raw}: nothing to scan: {walk_notes[0]}{more}")
             if not members:
                 raise InputError(f"{raw}: empty directory, nothing to scan")
             for member in members:
@@ -57,22 +101,38 @@ def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], lis
     return entries, bundles, notes
 
 
-def is_bundle(path: Path) -> bool:
-    """A bundle directory or archive (bundle.py, with its tarfile import, only when it may be one)."""
-    if path.is_dir():
-        if not (path / "manifest.json").is_file():
-            return False
-    elif not path.name.lower().endswith((".tar.gz", ".tgz")):
-        return False
-    from diagnose.evidence.bundle import is_bundle as check
+def _check_exists(raw: str) -> None:
+    """InputError naming why a path given on the command line cannot be used."""
+    if "\0" in raw:
+        raise InputError(f"{raw!r}: not a path (it holds a NUL byte)")
+    try:
+        os.stat(raw)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT and os.path.islink(raw):
+            raise InputError(f"{raw}: dangling symlink (its target does not exist)") from None
+        raise InputError(f"{raw}: {why_unreadable(exc)}") from None
 
-    return check(path)
+
+def is_bundle(path: Path) -> bool:
+    """A bundle directory or archive (bundle.py, with its tarfile import, only when it may be one).
+    InputError for a folder we may not look into (pathlib's is_file() raises on EACCES)."""
+    try:
+        if path.is_dir():
+            if not (path / "manifest.json").is_file():
+                return False
+        elif not path.name.lower().endswith((".tar.gz", ".tgz")):
+            return False
+        from diagnose.evidence.bundle import is_bundle as check
+
+        return check(path)
+    except OSError as exc:
+        raise InputError(f"{path}: {why_unreadable(exc)}") from None
 
 
 def _entry(path: Path, forced: FileKind | None, notes: list[str], strict: bool) -> FileEntry | None:
     try:
-        if not os.access(path, os.R_OK):
-            raise InputError(f"{path}: permission denied")
+        # open() says why it cannot read (ELOOP: symlink loop, EACCES: permission denied); os.access
+        # would call a loop "permission denied", and root may read what it denies.
         head = read_head(path, HEAD_BYTES)
     except InputError as exc:
         if strict:

@@ -28,7 +28,8 @@ _GLOG = re.compile(r"^\[?[IWEF](\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{
 _LAUNCHER_PREFIX = re.compile(r"^\s*(?:\[[A-Za-z_]\w*?\d+\]:)?(?:\[rank\d+\]:)?")
 # torchrun --tee prefixes the LOCAL rank ("[default3]:", by role name); torch's own "[rank11]:"
 # after it is the global rank, so it wins when both are there.
-_RANK = re.compile(r"^\s*\[[A-Za-z_]\w*?\d+\]:\[rank(\d+)\]|^\s*\[(?:rank|default|Rank |RANK )(\d+)\]:?|^\s*rank(\d+):\s")
+# Ranks of at most 9 digits: int() refuses a hostile line's 5000-digit "rank".
+_RANK = re.compile(r"^\s*\[[A-Za-z_]\w*?\d+\]:\[rank([0-9]{1,9})\]|^\s*\[(?:rank|default|Rank |RANK )([0-9]{1,9})\]:?|^\s*rank([0-9]{1,9}):\s")
 
 
 def strip_ansi(data: bytes) -> bytes:

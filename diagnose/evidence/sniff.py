@@ -18,7 +18,8 @@ SKIP_SUFFIXES = {
 }
 _DMESG_LINE = re.compile(r"^\s*(?:<\d+>)?\[\s*\d+\.\d+\]|^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3}\s+\d+ \d\d:\d\d:\d\d \d{4}\]")
 _SYSLOG_KERNEL = re.compile(r"^(?:\w{3}\s+\d+ \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\S+)\s+\S+\s+kernel:")
-_RANK_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
+# At most 9 digits: a rank, not a number int() refuses (over 4300 digits in a hostile name).
+_RANK_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?([0-9]{1,9})(?:\D|$)", re.IGNORECASE)
 
 
 def split_kind(arg: str) -> tuple[FileKind | None, str]:
@@ -114,7 +115,7 @@ def rank_from_path(path: Path) -> int | None:
     if match:
         return int(match.group(1))
     parent = path.parent.name
-    if parent.isdigit() and path.parent.parent.name.startswith("attempt_"):
+    if re.fullmatch(r"[0-9]{1,9}", parent) and path.parent.parent.name.startswith("attempt_"):
         return int(parent)
     match = _RANK_NAME.search(parent)
     return int(match.group(1)) if match else None

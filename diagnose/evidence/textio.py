@@ -24,6 +24,22 @@ CHUNK_BYTES = 16 * 1024 * 1024
 MAX_CARRY = 64 * 1024 * 1024
 
 
+def why_unreadable(exc: OSError) -> str:
+    """The reason a path cannot be read, in the words a user searches for."""
+    import errno
+
+    reasons = {
+        errno.ELOOP: "symlink loop",  # checked before EACCES: a loop is not a permission problem
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.ENOENT: "no such file or directory",
+        errno.ENAMETOOLONG: "file name too long",
+        errno.ENOTDIR: "not a directory",
+        errno.EISDIR: "is a directory",
+    }
+    return reasons.get(exc.errno or 0) or f"cannot read ({exc.strerror or exc})"
+
+
 def open_stream(path: Path) -> IO[bytes]:
     """Open a file for binary reading, decompressing .gz/.bz2/.xz transparently."""
     name = path.name.lower()
@@ -42,14 +58,10 @@ def open_stream(path: Path) -> IO[bytes]:
 
             return lzma.open(path, "rb")
         return open(path, "rb", buffering=0)
-    except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory") from None
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise InputError(f"{path}: {why_unreadable(exc)}") from None
 
 
 def _read_error(path: Path, exc: Exception) -> InputError:

@@ -16,6 +16,7 @@ from diagnose.live.config import DEFAULT_BUDGET
 from diagnose.live.hosts import Host
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_.@+=:-]+$")
+MAX_RUN_ID = 200  # characters: far past any real run name, well short of a file name's 255 bytes
 
 
 # ---------------------------------------------------------------- config
@@ -98,13 +99,29 @@ def template_values(run_id: str, host: Host) -> dict[str, str]:
 
 
 def check_run_id(run_id: str) -> None:
+    """A usage error (exit 2) for what cannot be a run id; checked before the id names any path."""
+    from diagnose.evidence.safetext import visible
+
+    shown = visible(run_id[:60]) + ("…" if len(run_id) > 60 else "")
+    if any(c in run_id for c in "\0\r\n"):
+        raise DiagnoseError(f"{shown}: not a run id (it holds a NUL byte or a line break)")
+    if len(run_id) > MAX_RUN_ID:
+        raise DiagnoseError(f"{shown}: not a run id ({len(run_id):,} characters; a run id has at most {MAX_RUN_ID})")
     if not RUN_ID.match(run_id) or run_id in (".", ".."):
         target = Path(run_id)
-        if target.exists():
+        if path_exists(target):
             raise DiagnoseError(f"{run_id}: not a bundle (no manifest.json) and not a run id; "
                                 f"for captured files use `diagnose scan {run_id}`")
         raise DiagnoseError(f"{run_id!r}: not a run id (letters, digits and . _ - @ + = : only) "
                             "and no such bundle")
+
+
+def path_exists(path: Path) -> bool:
+    """Path.exists() that is False, not an exception, for a name the OS refuses (too long, NUL)."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
 
 
 GLOB_CHARS = re.compile(r"[*?\[]")

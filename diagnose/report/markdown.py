@@ -3,7 +3,7 @@ blocks, fixes.
 
 Log text is never trusted as Markdown: inside a fenced block it cannot close the fence (the fence
 is always longer than any backtick run in the text), and outside one every character Markdown
-would act on is escaped, so `<module>` or `*args` show as written.
+would act on is escaped, so `<module>` or `*args` show as written, and an `@mention` notifies no one.
 """
 
 from __future__ import annotations
@@ -22,12 +22,16 @@ MAX_EVIDENCE = 12  # lines per cause unless -v
 # Parentheses and "!" act only next to brackets, "#", "+", "-" only at a line start: no need to escape them inline.
 _INLINE_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 _LINE_START = re.compile(r"^(\s*)([-+=>#]|\d+)")
+# "@user" / "@org/team" in an issue or PR comment notifies them: a log line quoting a mention (a
+# git author, a decorator, a CODEOWNERS line) must not. A zero-width space after "@" keeps the
+# text as it reads and breaks the link (code spans and fences never link, so only inline text).
+_MENTION = re.compile(r"@(?=[A-Za-z0-9_-])")
 
 
 def escape_inline(text: str) -> str:
     """Text shown as itself in Markdown (one paragraph; newlines become spaces)."""
     flat = " ".join(strip_ansi(text).split())
-    escaped = _INLINE_SPECIAL.sub(r"\\\1", flat.replace("&", "&amp;"))
+    escaped = _MENTION.sub("@\u200b", _INLINE_SPECIAL.sub(r"\\\1", flat.replace("&", "&amp;")))
     # A leading "-", "+", "=", ">", "#" or "1." would make a list, heading, underline or quote.
     return _LINE_START.sub(_escape_start, escaped)
 

@@ -53,20 +53,24 @@ def module_reporter(fmt: Format) -> Reporter:
 
 
 def reporter(fmt: Format) -> Reporter:
-    """The reporter for a format, with secrets masked before it sees the diagnosis: every way to a
-    report goes through diagnose.report.redact, so no format (and no caller) can forget it."""
+    """The reporter for a format, with secrets masked and control characters made visible before it
+    sees the diagnosis: every way to a report goes through here, so no format (and no caller) can
+    forget either."""
     raw = module_reporter(fmt)
 
     def masked(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
                rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None:
-        from diagnose.report.redact import redact_diagnosis
+        from diagnose.evidence.safetext import visible
+        from diagnose.report.redact import redact_diagnosis, scrub
 
-        raw(redact_diagnosis(diagnosis), out, verbose, rules=rules, fail_on=fail_on)
+        # Masking sees the raw text (a secret's context may hold any byte); then every string a
+        # format could print loses its terminal escapes, bidi overrides, newlines and surrogates.
+        raw(scrub(redact_diagnosis(diagnosis), visible), out, verbose, rules=rules, fail_on=fail_on)
 
     return masked
 
 
 def render(fmt: Format, diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
            rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None:
-    """Write the report of one format (secrets masked)."""
+    """Write the report of one format (secrets masked, control characters made visible)."""
     reporter(fmt)(diagnosis, out, verbose, rules=rules, fail_on=fail_on)

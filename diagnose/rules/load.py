@@ -27,7 +27,26 @@ def builtin_rules_dir() -> Path:
 
 
 def rule_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    """Every .yaml/.yml file under a folder, as rglob finds them (symlinked folders not followed),
+    with a stack: pathlib's rglob recurses and a folder 1,500 deep ends it in RecursionError."""
+    import os
+
+    found: list[Path] = []
+    stack = [str(directory)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        elif Path(entry.name).suffix in (".yaml", ".yml") and entry.is_file():
+                            found.append(Path(entry.path))
+                    except OSError:
+                        continue
+        except OSError:
+            continue  # a folder we may not list holds no rule we could read
+    return sorted(found)
 
 
 def load_rule_file(path: Path, problems: Problems, check_hang: bool = True) -> Rule | None:

@@ -53,7 +53,7 @@ def parse_elastic_error(text: str, source: str, rank: int | None = None) -> tupl
     """(exit record, the error message, its timestamp) from one error file."""
     try:
         data: Any = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the interpreter's stack
         return ExitRecord(source, rank=rank, message="unreadable error file"), "", None
     message: Any = data.get("message", data) if isinstance(data, dict) else data
     text_message = ""
@@ -64,11 +64,17 @@ def parse_elastic_error(text: str, source: str, rank: int | None = None) -> tupl
         if isinstance(extra, dict):
             try:
                 stamp = extra.get("timestamp")
-                timestamp = float(stamp) if stamp else None
-            except (TypeError, ValueError):
+                timestamp = float(stamp) if stamp and not isinstance(stamp, bool) else None
+            except (TypeError, ValueError, OverflowError):
+                timestamp = None
+            # A time a clock can show: "inf", "nan" or year 300000 would break every report's clock.
+            if timestamp is not None and not (0 < timestamp < 1e11):
                 timestamp = None
     else:
-        text_message = str(message)
+        try:
+            text_message = str(message)
+        except RecursionError:
+            text_message = ""
     # An error file exists because @record caught a Python exception, which exits 1; a signal
     # that came later (an NCCL abort) is only in the agent's summary.
     record = ExitRecord(source, code=1, rank=rank, message=_exception_line(text_message)[:300], time=timestamp)
@@ -77,11 +83,12 @@ def parse_elastic_error(text: str, source: str, rank: int | None = None) -> tupl
 
 # ---------------------------------------------------------------- the ChildFailedError summary
 
-_ENTRY = re.compile(r"^\[(?P<idx>\d+)\]:\s*$")
+# Numbers of at most 18 digits: int() refuses over 4300, and no pid, rank or exit code is longer.
+_ENTRY = re.compile(r"^\[(?P<idx>[0-9]{1,18})\]:\s*$")
 _FIELD = re.compile(r"^  (?P<name>time|host|rank|exitcode|error_file|traceback|msg)\s*:\s?(?P<value>.*)$")
-_RANK = re.compile(r"^(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)")
-_EXITCODE = re.compile(r"^(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)(?:\s+\((?P<sig>SIG\w+)\))?")
-_SIGNAL_MSG = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)")
+_RANK = re.compile(r"^(?P<rank>-?[0-9]{1,18}) \(local_rank: (?P<local>-?[0-9]{1,18})\)")
+_EXITCODE = re.compile(r"^(?P<code>-?[0-9]{1,18}) \(pid: (?P<pid>[0-9]{1,18})\)(?:\s+\((?P<sig>SIG\w+)\))?")
+_SIGNAL_MSG = re.compile(r"Signal (?P<num>[0-9]{1,18}) \((?P<name>SIG\w+)\) received by PID (?P<pid>[0-9]{1,18})")
 _BORDER = re.compile(r"^(?:=+|-+)\s*$")
 ROOT_HEADER = "Root Cause (first observed failure):"
 FAILURES_HEADER = "Failures:"

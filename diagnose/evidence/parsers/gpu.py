@@ -6,27 +6,45 @@ Reasons"), ECC counts as "Single Bit"/"Double Bit" (now SRAM/DRAM correctable an
 uncorrectable), "Pending Page Blacklist"/"pending_retirement" for retired pages. Every layout
 maps onto the same Gpu fields; throttle reasons always use NVML's names in snake case
 (gpu_idle, sw_power_cap, hw_slowdown, hw_thermal_slowdown, ...).
+
+Captured output can be cut short, garbled or of the wrong shape: a parser then raises
+ParseError (naming the format and where it broke) or keeps what it could read, never another
+exception. Numbers are read only from ASCII digits of a sane length.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from typing import Any
 
+from diagnose.errors import ParseError
 from diagnose.evidence.model import Gpu, GpuProcess, GpuState
 
+# Python's int() refuses over 4300 digits and accepts "²" via isdigit(): read counts with this.
+_INT = re.compile(r"-?[0-9]{1,18}")
+
 _HEADER = re.compile(r"NVIDIA-SMI\s+(?P<smi>\S+)\s+Driver Version:\s*(?P<driver>\S+)\s+CUDA Version:\s*(?P<cuda>\S+)")
-_GPU_ROW = re.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?:On|Off)\s+\|\s+(?P<bus>[0-9A-Fa-f:.]+)\s+(?:On|Off)\s+\|\s+(?P<ecc>\S+)\s+\|")
+_GPU_ROW = re.compile(r"^\|\s+(?P<index>[0-9]{1,6})\s+(?P<name>.+?)\s+(?:On|Off)\s+\|\s+(?P<bus>[0-9A-Fa-f:.]+)\s+(?:On|Off)\s+\|\s+(?P<ecc>\S+)\s+\|")
 _MEM_ROW = re.compile(
     r"^\|\s+\S+\s+(?P<temp>\d+|N/A)C?\s+\S+\s+.*?\|\s+(?P<used>\d+)MiB\s+/\s+(?P<total>\d+)MiB\s+\|\s+(?P<util>\d+|N/A)%?\s"
 )
-_PROC_ROW = re.compile(r"^\|\s+(?P<gpu>\d+)\s+\S+\s+\S+\s+(?P<pid>\d+)\s+\S+\s+(?P<name>.+?)\s+(?P<mem>\d+|N/A)(?:MiB)?\s+\|$")
+_PROC_ROW = re.compile(r"^\|\s+(?P<gpu>[0-9]{1,6})\s+\S+\s+\S+\s+(?P<pid>[0-9]{1,10})\s+\S+\s+(?P<name>.+?)\s+(?P<mem>[0-9]{1,18}|N/A)(?:MiB)?\s+\|$")
 
 
 def _num(value: str | None) -> float | None:
     if value is None:
         return None
-    match = re.search(r"-?\d+(?:\.\d+)?", value)
+    match = re.search(r"-?[0-9]{1,18}(?:\.[0-9]{1,18})?", value)
     return float(match.group()) if match else None
+
+
+def _int(value: str | None) -> int | None:
+    """A whole number written in ASCII digits, else None."""
+    if value is None:
+        return None
+    match = _INT.fullmatch(value.strip())
+    return int(match.group()) if match else None
 
 
 def parse_table(text: str, source: str) -> GpuState:
@@ -50,8 +68,7 @@ def parse_table(text: str, source: str) -> GpuState:
         if row:
             current = int(row.group("index"))
             ecc = row.group("ecc")
-            gpus[current] = {"name": row.group("name").strip(), "bus": row.group("bus"),
-                             "ecc": int(ecc) if ecc.isdigit() else None}
+            gpus[current] = {"name": row.group("name").strip(), "bus": row.group("bus"), "ecc": _int(ecc)}
             continue
         mem = _MEM_ROW.match(line)
         if mem and current is not None and "used" not in gpus[current]:
@@ -70,7 +87,17 @@ def parse_table(text: str, source: str) -> GpuState:
 
 
 def parse_gpu_text(text: str, source: str) -> GpuState:
-    """Any nvidia-smi output format, by its shape."""
+    """Any nvidia-smi output format, by its shape. Raises ParseError for output it cannot read."""
+    try:
+        return _parse_gpu_text(text, source)
+    except ParseError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, RecursionError, OverflowError) as exc:
+        # A layout this parser has never seen: a gap naming the source, not the end of the diagnosis.
+        raise ParseError(f"nvidia-smi: unreadable output ({type(exc).__name__}: {exc})") from None
+
+
+def _parse_gpu_text(text: str, source: str) -> GpuState:
     head = text[:4000]
     if "<nvidia_smi_log" in head:
         return parse_xml(text, source)
@@ -131,7 +158,7 @@ def _yes_no(value: str | None) -> bool | None:
 def _count(value: str | None) -> int | None:
     if value is None:
         return None
-    match = re.fullmatch(r"\s*(\d+)\s*", value)
+    match = re.fullmatch(r"\s*([0-9]{1,18})\s*", value)
     return int(match.group(1)) if match else None
 
 
@@ -257,11 +284,20 @@ def _version_or_none(value: str | None) -> str | None:
 def parse_xml(text: str, source: str) -> GpuState:
     import xml.etree.ElementTree as ET
 
-    # The DOCTYPE names a DTD file nvidia-smi never ships; the parser does not fetch it.
+    # The DOCTYPE names a DTD file nvidia-smi never ships; the parser does not fetch it. nvidia-smi
+    # never declares entities: a file that does is not its output (and may be an entity bomb).
+    if "<!ENTITY" in text:
+        raise ParseError("nvidia-smi -q -x: entity declarations in the XML (not nvidia-smi output)")
     try:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
-        raise ValueError(f"not valid nvidia-smi XML ({exc})") from None
+        line, column = getattr(exc, "position", (0, 0))
+        reason = re.sub(r": line \d+, column \d+$", "", str(exc))
+        raise ParseError(f"nvidia-smi -q -x: malformed XML at line {line}, column {column} ({reason})") from None
+    except UnicodeError:  # lone surrogates: text that was never decoded from bytes
+        raise ParseError("nvidia-smi -q -x: not UTF-8 text") from None
+    if root.tag != "nvidia_smi_log":
+        raise ParseError(f"nvidia-smi -q -x: the XML root is <{root.tag[:40]}>, not <nvidia_smi_log>")
 
     def child_text(node: ET.Element, path: str) -> str | None:
         found = node.find(path)
@@ -315,7 +351,10 @@ def parse_xml(text: str, source: str) -> GpuState:
 def parse_csv(text: str, source: str) -> GpuState:
     import csv
 
-    rows = [row for row in csv.reader(text.splitlines(), skipinitialspace=True) if row and any(c.strip() for c in row)]
+    try:
+        rows = [row for row in csv.reader(text.splitlines(), skipinitialspace=True) if row and any(c.strip() for c in row)]
+    except csv.Error as exc:  # a NUL byte, a field over the csv module's size limit
+        raise ParseError(f"nvidia-smi --query-gpu CSV: {exc}") from None
     if not rows:
         return GpuState(source)
     names = [re.sub(r"\s*\[.*?\]\s*$", "", cell.strip()).lower() for cell in rows[0]]
@@ -358,9 +397,24 @@ def _int_or_none(value: object) -> int | None:
         return int(value)
     if isinstance(value, int):
         return value
-    if isinstance(value, float):
+    if isinstance(value, float) and math.isfinite(value):
         return int(value)
     return None
+
+
+def _float_or_none(value: object) -> float | None:
+    """A JSON number as a float (not a bool, not NaN/inf, not a number too large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _bool_or_none(value: object) -> bool | None:
+    return bool(value) if isinstance(value, (bool, int)) and not isinstance(value, float) else None
 
 
 def _cuda_from_int(value: object) -> str | None:
@@ -370,60 +424,85 @@ def _cuda_from_int(value: object) -> str | None:
     return f"{number // 1000}.{(number % 1000) // 10}"
 
 
+def parse_nvml_text(text: str, source: str) -> GpuState:
+    """The NVML JSON file as stored; ParseError when it is not JSON of that shape."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except RecursionError:  # nesting deeper than the interpreter's stack
+        raise ParseError("NVML JSON: nested too deeply") from None
+    except ValueError as exc:
+        raise ParseError(f"NVML JSON: not valid JSON ({exc})") from None
+    return parse_nvml_json(data, source)
+
+
 def parse_nvml_json(data: object, source: str) -> GpuState:
-    """The NVML readings the gpu collector stores (one field per call, errors kept as text)."""
+    """The NVML readings the gpu collector stores (one field per call, errors kept as text).
+
+    Each field is read by its type: a field of another type (a hand-edited or truncated file,
+    an NVML binding that changed) reads as unknown, never as an exception."""
     if not isinstance(data, dict):
-        raise ValueError("expected a JSON object")
+        raise ParseError(f"NVML JSON: expected an object, got {type(data).__name__}")
     gpus: list[Gpu] = []
-    for raw in data.get("gpus") or []:
-        if not isinstance(raw, dict):
-            continue
-        mem = raw.get("mem") if isinstance(raw.get("mem"), dict) else {}
-        used = mem.get("used") if mem else None
-        total = mem.get("total") if mem else None
-        util = raw.get("util")
-        util_pct = None
-        if isinstance(util, dict):
-            util_pct = util.get("gpu")
-        elif isinstance(util, str):
-            found = re.search(r"gpu:\s*(\d+)", util)
-            util_pct = float(found.group(1)) if found else None
-        elif isinstance(util, (int, float)):
-            util_pct = util
-        remapped = raw.get("remapped_rows")
-        pending = failure = None
-        if isinstance(remapped, list) and len(remapped) >= 4:
-            pending, failure = bool(remapped[2]), bool(remapped[3])
-        elif isinstance(remapped, dict):
-            pending, failure = remapped.get("pending"), remapped.get("failure")
-        retired = raw.get("retired_pages_pending")
-        procs = []
-        listed = raw.get("procs")
-        for proc in listed if isinstance(listed, list) else []:
-            if isinstance(proc, dict):
-                procs.append(GpuProcess(int(proc.get("pid", 0)), _reading(proc.get("name")) or "", _mib(proc.get("usedGpuMemory"))))
-            elif isinstance(proc, str):
-                pid = re.search(r"'pid':\s*(\d+)", proc)
-                mem_used = re.search(r"'usedGpuMemory':\s*(\d+)", proc)
-                if pid:
-                    procs.append(GpuProcess(int(pid.group(1)), "", _mib(int(mem_used.group(1))) if mem_used else None))
-        reasons = raw.get("throttle_reasons")
-        if not isinstance(reasons, list):
-            mask = raw.get("throttle")
-            reasons = list(throttle_names(mask)) if isinstance(mask, int) and not isinstance(mask, bool) else []
-        gpus.append(Gpu(
-            index=int(raw.get("index", len(gpus))), name=_reading(raw.get("name")), uuid=_reading(raw.get("uuid")),
-            bus_id=_reading(raw.get("pci")),
-            memory_used_mib=_mib(used), memory_total_mib=_mib(total),
-            utilization_pct=float(util_pct) if isinstance(util_pct, (int, float)) else None,
-            temperature_c=raw.get("temp") if isinstance(raw.get("temp"), (int, float)) else None,
-            ecc_uncorrected=_int_or_none(raw.get("ecc_uncorrected_volatile")),
-            retired_pages_pending=bool(retired) if isinstance(retired, (bool, int)) else None,
-            remapped_rows_pending=pending, remapped_rows_failure=failure,
-            throttle_reasons=tuple(reasons) if isinstance(reasons, list) else (),
-            processes=tuple(procs),
-        ))
-    return GpuState(source, data.get("driver"), _cuda_from_int(data.get("cuda_driver")), tuple(gpus))
+    listed_gpus = data.get("gpus")
+    for raw in listed_gpus if isinstance(listed_gpus, list) else []:
+        if isinstance(raw, dict):
+            gpus.append(_nvml_gpu(raw, len(gpus)))
+    driver = data.get("driver")
+    return GpuState(source, driver if isinstance(driver, str) else None, _cuda_from_int(data.get("cuda_driver")), tuple(gpus))
+
+
+def _nvml_gpu(raw: dict[str, Any], position: int) -> Gpu:
+    mem = raw.get("mem") if isinstance(raw.get("mem"), dict) else {}
+    used = mem.get("used") if mem else None
+    total = mem.get("total") if mem else None
+    util = raw.get("util")
+    util_pct: object = None
+    if isinstance(util, dict):
+        util_pct = util.get("gpu")
+    elif isinstance(util, str):
+        found = re.search(r"gpu:\s*([0-9]{1,18})", util)
+        util_pct = float(found.group(1)) if found else None
+    elif isinstance(util, (int, float)):
+        util_pct = util
+    remapped = raw.get("remapped_rows")
+    pending = failure = None
+    if isinstance(remapped, list) and len(remapped) >= 4:
+        pending, failure = bool(remapped[2]), bool(remapped[3])
+    elif isinstance(remapped, dict):
+        pending, failure = _bool_or_none(remapped.get("pending")), _bool_or_none(remapped.get("failure"))
+    procs = []
+    listed = raw.get("procs")
+    for proc in listed if isinstance(listed, list) else []:
+        if isinstance(proc, dict):
+            pid = _int_or_none(proc.get("pid", 0))
+            if pid is not None:
+                procs.append(GpuProcess(pid, _reading(proc.get("name")) or "", _mib(proc.get("usedGpuMemory"))))
+        elif isinstance(proc, str):
+            found_pid = re.search(r"'pid':\s*([0-9]{1,10})", proc)
+            mem_used = re.search(r"'usedGpuMemory':\s*([0-9]{1,18})", proc)
+            if found_pid:
+                procs.append(GpuProcess(int(found_pid.group(1)), "", _mib(int(mem_used.group(1))) if mem_used else None))
+    reasons = raw.get("throttle_reasons")
+    if isinstance(reasons, list):
+        names = tuple(item for item in reasons if isinstance(item, str))
+    else:
+        mask = raw.get("throttle")
+        names = throttle_names(mask) if isinstance(mask, int) and not isinstance(mask, bool) else ()
+    index = _int_or_none(raw.get("index", position))
+    return Gpu(
+        index=index if index is not None else position, name=_reading(raw.get("name")), uuid=_reading(raw.get("uuid")),
+        bus_id=_reading(raw.get("pci")),
+        memory_used_mib=_mib(used), memory_total_mib=_mib(total),
+        utilization_pct=_float_or_none(util_pct),
+        temperature_c=_float_or_none(raw.get("temp")),
+        ecc_uncorrected=_int_or_none(raw.get("ecc_uncorrected_volatile")),
+        retired_pages_pending=_bool_or_none(raw.get("retired_pages_pending")),
+        remapped_rows_pending=pending, remapped_rows_failure=failure,
+        throttle_reasons=names,
+        processes=tuple(procs),
+    )
 
 
 def _reading(value: object) -> str | None:
@@ -434,6 +513,5 @@ def _reading(value: object) -> str | None:
 
 
 def _mib(value: object) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value) / (1024 * 1024)
-    return None
+    number = _float_or_none(value)
+    return number / (1024 * 1024) if number is not None else None

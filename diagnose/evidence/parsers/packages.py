@@ -49,7 +49,7 @@ def parse_packages(text: str, source: str) -> Packages:
             for entry in json.loads(text):
                 if isinstance(entry, dict) and entry.get("name") and entry.get("version"):
                     versions[normalise_package(str(entry["name"]))] = str(entry["version"])
-        except ValueError:
+        except (ValueError, RecursionError):  # cut short, or nested past the interpreter's stack
             pass
         return Packages(versions, source)
     for line in text.splitlines():

@@ -58,16 +58,22 @@ def server_state(rc: int, stderr: str, socket_exists: bool | None) -> TmuxServer
 
 def parse_tmux(capture: Mapping[str, Any], expected_session: str | None) -> TmuxState:
     """Build TmuxState from a capture: {socket, socket_exists, list_sessions: {rc, stdout, stderr},
-    list_panes: {rc, stdout, stderr}} as the tmux collector stores it."""
+    list_panes: {rc, stdout, stderr}} as the tmux collector stores it.
+
+    A capture of the wrong shape (a hand-edited bundle, a pane status of `--1`) reads field by
+    field as unknown: a field that is not what tmux prints never raises."""
+    if not isinstance(capture, Mapping):
+        capture = {}
     socket = str(capture.get("socket") or "?")
-    sessions_out = capture.get("list_sessions") or {}
-    rc = int(sessions_out.get("rc", 1))
+    sessions_out = _mapping(capture.get("list_sessions"))
+    rc = _rc(sessions_out.get("rc", 1))
     stderr = str(sessions_out.get("stderr") or "").strip()
-    server = server_state(rc, stderr, capture.get("socket_exists"))
+    exists = capture.get("socket_exists")
+    server = server_state(rc, stderr, exists if isinstance(exists, bool) else None)
     names = [line.strip() for line in str(sessions_out.get("stdout") or "").splitlines() if line.strip()] if rc == 0 else []
     panes: dict[str, list[TmuxPane]] = {name: [] for name in names}
-    panes_out = capture.get("list_panes") or {}
-    if int(panes_out.get("rc", 1)) == 0:
+    panes_out = _mapping(capture.get("list_panes"))
+    if _rc(panes_out.get("rc", 1)) == 0:
         for line in str(panes_out.get("stdout") or "").splitlines():
             parts = line.split("\t")
             if len(parts) < 5:
@@ -80,8 +86,27 @@ def parse_tmux(capture: Mapping[str, Any], expected_session: str | None) -> Tmux
                 dead_signal=_int(signal) if dead == "1" else None, pid=_int(pid),
             ))
     sessions = tuple(TmuxSession(name, tuple(p)) for name, p in panes.items())
-    return TmuxState(server, socket, stderr.splitlines()[0] if stderr else "", sessions, expected_session)
+    expected = expected_session if isinstance(expected_session, str) else None
+    return TmuxState(server, socket, stderr.splitlines()[0] if stderr else "", sessions, expected)
+
+
+_INT = re.compile(r"-?[0-9]{1,18}")  # not str.isdigit(): "--1" and "²" pass that, and int() refuses them
 
 
 def _int(text: str) -> int | None:
-    return int(text) if text.lstrip("-").isdigit() else None
+    match = _INT.fullmatch(text.strip())
+    return int(match.group()) if match else None
+
+
+def _rc(value: object) -> int:
+    """An exit status as stored (an int; a string in an edited bundle); anything else is a failure."""
+    if isinstance(value, bool):
+        return 1
+    if isinstance(value, int):
+        return value
+    number = _int(value) if isinstance(value, str) else None
+    return number if number is not None else 1
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from diagnose.evidence.model import FileKind, Gap
 from diagnose.evidence.sniff import rank_from_path, sniff
-from diagnose.evidence.textio import HEAD_BYTES, looks_binary
+from diagnose.evidence.textio import HEAD_BYTES, looks_binary, why_unreadable
 from diagnose.live.collectors.base import Captured, Context, Output, bundle_name, display_path
 
 SIBLINGS = 5
@@ -57,7 +57,7 @@ def _file(ctx: Context, path: str, kind: FileKind | None, out: Output) -> Captur
         out.gaps.append(Gap("logs", f"{display}: permission denied"))
         return None
     except OSError as exc:
-        out.gaps.append(Gap("logs", f"{display}: cannot read ({exc.strerror or exc})"))
+        out.gaps.append(Gap("logs", f"{display}: {why_unreadable(exc)}"))  # "symlink loop", not a bare errno
         return None
     if kind is None:
         if looks_binary(head) and not path.endswith((".gz", ".bz2", ".xz")):
