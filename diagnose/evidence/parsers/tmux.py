@@ -61,13 +61,13 @@ def parse_tmux(capture: Mapping[str, Any], expected_session: str | None) -> Tmux
     list_panes: {rc, stdout, stderr}} as the tmux collector stores it."""
     socket = str(capture.get("socket") or "?")
     sessions_out = capture.get("list_sessions") or {}
-    rc = int(sessions_out.get("rc", 1))
+    rc = _rc(sessions_out)
     stderr = str(sessions_out.get("stderr") or "").strip()
     server = server_state(rc, stderr, capture.get("socket_exists"))
     names = [line.strip() for line in str(sessions_out.get("stdout") or "").splitlines() if line.strip()] if rc == 0 else []
     panes: dict[str, list[TmuxPane]] = {name: [] for name in names}
     panes_out = capture.get("list_panes") or {}
-    if int(panes_out.get("rc", 1)) == 0:
+    if _rc(panes_out) == 0:
         for line in str(panes_out.get("stdout") or "").splitlines():
             parts = line.split("\t")
             if len(parts) < 5:
@@ -81,6 +81,12 @@ def parse_tmux(capture: Mapping[str, Any], expected_session: str | None) -> Tmux
             ))
     sessions = tuple(TmuxSession(name, tuple(p)) for name, p in panes.items())
     return TmuxState(server, socket, stderr.splitlines()[0] if stderr else "", sessions, expected_session)
+
+
+def _rc(command: Mapping[str, Any]) -> int:
+    """A command's exit status; none recorded (it timed out) counts as a failure."""
+    rc = command.get("rc")
+    return rc if isinstance(rc, int) else 1
 
 
 def _int(text: str) -> int | None:
