@@ -423,7 +423,8 @@ def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | byte
             os.replace(stage, target)  # onto nothing, or onto the empty directory checked above
             made.remove(stage)
     except OSError as exc:
-        raise InputError(f"{out}: cannot write the bundle ({exc.strerror or exc})") from None
+        detail = f"{exc.strerror}: {exc.filename}" if exc.strerror and exc.filename else str(exc)
+        raise InputError(f"{out}: cannot write the bundle ({detail})") from None
     finally:
         for path in made:
             if path.is_dir() and not path.is_symlink():
