@@ -200,6 +200,8 @@ def _safe_extract(archive_path: Path, label: str | None = None) -> Path:
             rules = _Unpack(label)  # again: the file may have changed since the dry pass
             for member in archive:
                 parts = rules.check(member)
+                if hasattr(tarfile, "data_filter"):  # 3.11.4+: the standard rules too, as a second guard
+                    tarfile.data_filter(member, str(target))
                 if not parts:
                     continue  # the '.' member: the folder is ours, its mode stays 0700
                 location = target.joinpath(*parts)
