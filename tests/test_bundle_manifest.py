@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from diagnose.app import diagnose
-from diagnose.bundle import FORMAT, MANIFEST, evidence_from_bundle, manifest_schema
 from diagnose.cli import exit_code
 from diagnose.errors import DiagnoseError
+from diagnose.evidence.bundle import FORMAT, MANIFEST, evidence_from_bundle, manifest_schema
 from diagnose.jsoncheck import problem
-from diagnose.report import Format, render
-from diagnose.rulecache import load_rules_cached
-from diagnose.rules import RuleSet
+from diagnose.report.render import Format, render
+from diagnose.rules.cache import load_rules_cached
+from diagnose.rules.model import RuleSet
 from tests.conftest import FIXTURES, run_cli
 
 LOG = "logs/train.log"

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from diagnose import tempdirs
-from diagnose.bundle import MAX_MEMBERS, MAX_UNPACKED_BYTES, evidence_from_bundle
+from diagnose.evidence.bundle import MAX_MEMBERS, MAX_UNPACKED_BYTES, evidence_from_bundle
 from tests.conftest import run_cli
 
 SENTINELS = ("sentinel.txt", ".hidden-sentinel", "keep/inner.txt")
@@ -378,7 +378,7 @@ def test_an_existing_sigterm_handler_is_left_alone(tmp_path: Path) -> None:
         "from pathlib import Path\n"
         "mine = lambda *a: None\n"
         "signal.signal(signal.SIGTERM, mine)\n"
-        "from diagnose.bundle import open_bundle\n"
+        "from diagnose.evidence.bundle import open_bundle\n"
         f"root, _ = open_bundle(Path({str(archive)!r}))\n"
         "assert signal.getsignal(signal.SIGTERM) is mine\n"
         "assert signal.getsignal(signal.SIGHUP) is not signal.SIG_DFL\n"  # default one: ours now

@@ -14,6 +14,7 @@ The raw files are parsed by the same parsers that read a live machine.
 from __future__ import annotations
 
 import functools
+import importlib.resources
 import json
 import os
 import shutil
@@ -239,8 +240,9 @@ def _inside(root: Path, relative: str, where: str) -> Path:
 @functools.lru_cache(maxsize=1)
 def manifest_schema() -> dict[str, Any]:
     """schema/bundle-manifest.schema.json: what read_manifest holds every manifest to."""
-    loaded: dict[str, Any] = json.loads((Path(__file__).parent / "schema" / "bundle-manifest.schema.json")
-                                        .read_text(encoding="utf-8"))
+    # By package, not by this file's place: the module may move, the schema folder stays.
+    schema = importlib.resources.files("diagnose") / "schema" / "bundle-manifest.schema.json"
+    loaded: dict[str, Any] = json.loads(schema.read_text(encoding="utf-8"))
     return loaded
 
 
