@@ -274,8 +274,8 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
     since_t, until_t = parse_time(since, "since"), parse_time(until, "until")
     path = Path(target)
     if path_exists(path) and is_bundle(path):
+        evidence = evidence_from_bundle(path)  # first: a bad bundle is refused without waiting on the rules
         ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
-        evidence = evidence_from_bundle(path)
     else:
         from diagnose.app import start_run
         from diagnose.live.config import load_config

@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import hmac
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,9 +173,13 @@ def write(name: str, data: bytes, keep: int = KEEP) -> None:
                 os.close(tmp_fd)
             os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
             kind = name.split("-", 1)[0] + "-"
+            # Only names of our own shape (kind, hex key, same suffix) are pruned: DIAGNOSE_CACHE_DIR
+            # may name a folder of the user's that holds other files too.
+            suffix = name[len(kind):].lstrip("0123456789abcdef")
+            ours = re.compile(re.escape(kind) + "[0-9a-f]+" + re.escape(suffix))
             with os.scandir(fd) as scan:
                 entries = [(entry.stat(follow_symlinks=False).st_mtime_ns, entry.name) for entry in scan
-                           if entry.name.startswith(kind) and entry.is_file(follow_symlinks=False)]
+                           if ours.fullmatch(entry.name) and entry.is_file(follow_symlinks=False)]
             entries.sort(reverse=True)
             for _mtime, old in entries[keep:]:
                 if old != name:

@@ -39,3 +39,4 @@ def test_built_wheel_holds_code_rules_and_schema(tmp_path: Path) -> None:
     rules = {f"diagnose/builtin_rules/{p.relative_to(REPO / 'rules')}" for p in (REPO / "rules").rglob("*.yaml")}
     assert rules and rules - names == set()
     assert "diagnose/schema/diagnosis.schema.json" in names
+    assert "diagnose/schema/bundle-manifest.schema.json" in names  # read_manifest needs it at run time

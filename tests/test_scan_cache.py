@@ -131,9 +131,16 @@ def test_a_broken_rule_file_is_never_served_from_the_cache(cache_dir: Path, tmp_
 def test_old_cache_entries_are_pruned(cache_dir: Path) -> None:  # noqa: F811
     from diagnose import diskcache
 
+    # Files of the user's that merely start like an entry are never pruned (the cache folder
+    # may be one they share): only names of the cache's own shape go.
+    theirs = ["hs-notes.txt", "hs-0001.db.bak", "rules-list.pickle"]
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    for name in theirs:
+        (cache_dir / name).write_text("keep me")
+        os.utime(cache_dir / name, ns=(0, 0))
     for n in range(diskcache.KEEP + 5):
         diskcache.write(f"hs-{n:04d}.db", b"x")
         os.utime(cache_dir / f"hs-{n:04d}.db", ns=(n * 10**9, n * 10**9))
     diskcache.write("rules-a.pickle", b"y")
     names = sorted(p.name for p in cache_dir.iterdir() if not p.name.startswith("."))  # not the HMAC key
-    assert names == sorted([f"hs-{n:04d}.db" for n in range(5, diskcache.KEEP + 5)] + ["rules-a.pickle"])
+    assert names == sorted([f"hs-{n:04d}.db" for n in range(5, diskcache.KEEP + 5)] + ["rules-a.pickle", *theirs])

@@ -13,19 +13,22 @@ The raw files are parsed by the same parsers that read a live machine.
 
 from __future__ import annotations
 
-import atexit
+import functools
+import importlib.resources
 import json
 import os
 import shutil
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from diagnose import __version__
 from diagnose.errors import InputError
+from diagnose.evidence.jsoncheck import problem
 from diagnose.evidence.model import (
     CheckpointFile,
     CheckpointState,
@@ -37,6 +40,8 @@ from diagnose.evidence.model import (
     ProcessState,
     RunInfo,
 )
+from diagnose.evidence.tempdirs import private_tempdir
+from diagnose.evidence.tempdirs import remove as remove_tempdir
 
 if TYPE_CHECKING:
     from diagnose.evidence.assemble import FileEntry
@@ -81,6 +86,25 @@ class Manifest:
         return data
 
 
+# What an untrusted archive may unpack to: a 10 MB .tar.gz of zeros can hold 10 GiB. The
+# environment variables raise (or lower) them for a bundle known to be bigger.
+MAX_UNPACKED_BYTES = 2 * 1024**3
+MAX_MEMBERS = 100_000
+MAX_MANIFEST_BYTES = 64 * 1024**2
+BYTES_ENV = "DIAGNOSE_BUNDLE_MAX_BYTES"
+MEMBERS_ENV = "DIAGNOSE_BUNDLE_MAX_MEMBERS"
+_CHUNK = 1024 * 1024
+
+
+def _limit(env: str, default: int) -> int:
+    raw = os.environ.get(env, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) <= 0:
+        raise InputError(f"{env}={raw!r}: expected a positive whole number")
+    return int(raw)
+
+
 def is_bundle(path: Path) -> bool:
     if path.is_dir():
         return (path / MANIFEST).is_file()
@@ -89,86 +113,215 @@ def is_bundle(path: Path) -> bool:
 
 
 def _tar_has_manifest(path: Path) -> bool:
+    """Whether the archive holds a manifest.json at its top (or one folder down). The scan stops
+    once the caps are passed: a bomb then counts as a bundle, and unpacking it says why not."""
+    members, declared = 0, 0
+    max_members, max_bytes = _limit(MEMBERS_ENV, MAX_MEMBERS), _limit(BYTES_ENV, MAX_UNPACKED_BYTES)
     try:
         with tarfile.open(path, "r:gz") as archive:
             for member in archive:
-                if PurePosixPath(member.name).name == MANIFEST and len(PurePosixPath(member.name).parts) <= 2:
+                if PurePosixPath(member.name).name == MANIFEST and len(_parts(member.name)) <= 2:
                     return True
-    except (tarfile.TarError, OSError, EOFError):
+                members += 1
+                declared += max(member.size, 0)
+                if members > max_members or declared > max_bytes:
+                    return True
+    except (tarfile.TarError, OSError, EOFError, zlib.error):
         return False
     return False
 
 
-def _safe_extract(archive_path: Path) -> Path:
-    """Unpack a bundle archive into a temp dir, refusing members that would land outside it."""
-    target = Path(tempfile.mkdtemp(prefix="diagnose-bundle-"))
-    atexit.register(shutil.rmtree, target, True)  # the unpacked copy is ours; never leave it in /tmp
+def _parts(name: str) -> tuple[str, ...]:
+    """A member name as path parts, without the '.' parts tar writers put in ('./logs/x')."""
+    return tuple(part for part in PurePosixPath(name).parts if part != ".")
+
+
+def _human(size: int) -> str:
+    return f"{size / 1024**3:.1f} GiB" if size >= 1024**3 else f"{size / 1024**2:.0f} MiB"
+
+
+class _Unpack:
+    """The rules every member of an untrusted archive must pass, applied the same way by the
+    dry pass (nothing written) and the real one: tarfile's 'data' filter, stricter (regular
+    files and folders only), with caps on the member count and the unpacked size."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.max_members = _limit(MEMBERS_ENV, MAX_MEMBERS)
+        self.max_bytes = _limit(BYTES_ENV, MAX_UNPACKED_BYTES)
+        self.members = 0
+        self.bytes = 0
+        self.files: set[tuple[str, ...]] = set()
+
+    def check(self, member: tarfile.TarInfo) -> tuple[str, ...]:
+        self.members += 1
+        if self.members > self.max_members:
+            raise InputError(f"{self.label}: bundle archive has more than {self.max_members:,} members; refusing it "
+                             f"(set {MEMBERS_ENV} to allow more)")
+        name = PurePosixPath(member.name)
+        if name.is_absolute() or ".." in name.parts or "\0" in member.name:
+            raise InputError(f"{self.label}: bundle archive member {member.name!r} points outside the bundle; refusing it")
+        parts = _parts(member.name)
+        if member.isreg() and not parts:
+            raise InputError(f"{self.label}: bundle archive has a file member without a name; refusing it")
+        if not (member.isreg() or member.isdir()):
+            what = ("a symbolic link" if member.issym() else "a hard link" if member.islnk() else "a device"
+                    if member.ischr() or member.isblk() else "a fifo" if member.isfifo() else "not a regular file")
+            raise InputError(f"{self.label}: bundle archive member {member.name!r} is {what}; "
+                             "a bundle holds only files and folders, refusing it")
+        if member.isreg():
+            if parts in self.files:  # tar lets a later copy win; a bundle has each file once
+                raise InputError(f"{self.label}: bundle archive has member {member.name!r} twice; refusing it")
+            self.files.add(parts)
+            self.bytes += max(member.size, 0)
+            if self.bytes > self.max_bytes:
+                raise InputError(f"{self.label}: bundle archive unpacks to more than {_human(self.max_bytes)}; "
+                                 f"refusing it (set {BYTES_ENV} to allow more)")
+        return parts
+
+
+def _safe_extract(archive_path: Path, label: str | None = None) -> Path:
+    """Unpack a bundle archive into a private (0700) temp folder, removed at exit (SIGTERM too).
+
+    Owners, modes, times and special files of the archive are never applied: folders are made
+    0700 and files 0600 by us. A first pass reads the headers only, so a bomb or a bad member is
+    refused before a byte is written.
+    """
+    label = label or str(archive_path)
     try:
         with tarfile.open(archive_path, "r:gz") as archive:
-            for member in archive.getmembers():
-                name = PurePosixPath(member.name)
-                if name.is_absolute() or ".." in name.parts or not (member.isfile() or member.isdir()):
-                    raise InputError(f"{archive_path}: unsafe or unsupported member {member.name!r} in bundle archive")
-                archive.extract(member, target)
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        shutil.rmtree(target, ignore_errors=True)
-        raise InputError(f"{archive_path}: not a readable bundle archive ({exc})") from None
-    roots = [p for p in target.iterdir()]
+            rules = _Unpack(label)
+            for member in archive:
+                rules.check(member)
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        raise InputError(f"{label}: not a readable bundle archive ({exc})") from None
+    target = private_tempdir("diagnose-bundle-")
+    try:
+        with tarfile.open(archive_path, "r:gz") as archive:
+            rules = _Unpack(label)  # again: the file may have changed since the dry pass
+            for member in archive:
+                parts = rules.check(member)
+                if hasattr(tarfile, "data_filter"):  # 3.11.4+: the standard rules too, as a second guard
+                    tarfile.data_filter(member, str(target))
+                if not parts:
+                    continue  # the '.' member: the folder is ours, its mode stays 0700
+                location = target.joinpath(*parts)
+                if member.isdir():
+                    location.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    continue
+                location.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                source = archive.extractfile(member)
+                if source is None:
+                    raise InputError(f"{label}: bundle archive member {member.name!r} has no data")
+                # O_EXCL|O_NOFOLLOW: a duplicate member cannot overwrite, nor write through a link.
+                fd = os.open(location, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                             | getattr(os, "O_CLOEXEC", 0), 0o600)
+                with os.fdopen(fd, "wb") as handle, source:
+                    shutil.copyfileobj(source, handle, _CHUNK)
+    except InputError:
+        remove_tempdir(target)
+        raise
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        remove_tempdir(target)
+        raise InputError(f"{label}: cannot unpack bundle archive ({exc})") from None
+    roots = list(target.iterdir())
     if not (target / MANIFEST).is_file() and len(roots) == 1 and (roots[0] / MANIFEST).is_file():
         return roots[0]
     return target
 
 
-def _inside(root: Path, relative: str) -> Path:
+def _inside(root: Path, relative: str, where: str) -> Path:
     rel = PurePosixPath(relative)
-    if rel.is_absolute() or ".." in rel.parts:
-        raise InputError(f"{root / MANIFEST}: file path {relative!r} points outside the bundle")
+    if rel.is_absolute() or ".." in rel.parts or "\0" in relative:
+        raise InputError(f"{where}: {relative!r} points outside the bundle")
     return root.joinpath(*rel.parts)
 
 
-def read_manifest(root: Path) -> Manifest:
+@functools.lru_cache(maxsize=1)
+def manifest_schema() -> dict[str, Any]:
+    """schema/bundle-manifest.schema.json: what read_manifest holds every manifest to."""
+    # By package, not by this file's place: the module may move, the schema folder stays.
+    schema = importlib.resources.files("diagnose") / "schema" / "bundle-manifest.schema.json"
+    loaded: dict[str, Any] = json.loads(schema.read_text(encoding="utf-8"))
+    return loaded
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def read_manifest(root: Path, label: str | None = None) -> Manifest:
+    """The manifest, checked field by field against the schema: a misfit in a fact section
+    (tmux, checkpoints, ...) leaves that section out with a gap; any other refuses the bundle."""
     path = root / MANIFEST
+    where = f"bundle {label or root}: {MANIFEST}"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_MANIFEST_BYTES + 1)
+        if len(raw) > MAX_MANIFEST_BYTES:
+            raise InputError(f"{where}: larger than {_human(MAX_MANIFEST_BYTES)}; not a manifest diagnose wrote")
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: not a readable manifest ({exc})") from None
+        raise InputError(f"{where}: not readable JSON ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{where}: not readable JSON (nested too deeply)") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InputError(f"{path}: not a diagnose bundle manifest (format should be {FORMAT!r})")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise InputError(f"{path}: bundle schema_version {data.get('schema_version')!r} is not supported (expected {SCHEMA_VERSION})")
-    try:
-        return Manifest(
-            run=dict(data.get("run") or {}),
-            collectors={k: CollectorStatus(**v) for k, v in (data.get("collectors") or {}).items()},
-            files=[BundleFile(**f) for f in data.get("files") or []],
-            tmux=data.get("tmux"),
-            expected_files=data.get("expected_files"),
-            checkpoints=data.get("checkpoints"),
-            process=data.get("process"),
-            exits=data.get("exits"),
-            gaps=list(data.get("gaps") or []),
-        )
-    except TypeError as exc:
-        raise InputError(f"{path}: malformed manifest ({exc})") from None
+        raise InputError(f"{where}: not a diagnose bundle manifest (format should be {FORMAT!r})")
+    if data.get("schema_version") != SCHEMA_VERSION or isinstance(data.get("schema_version"), bool):
+        raise InputError(f"{where}: schema_version {data.get('schema_version')!r} is not supported (expected {SCHEMA_VERSION})")
+    schema = manifest_schema()
+    gaps: list[dict[str, str]] = []
+    for key, section in schema["properties"].items():
+        if key not in data:
+            continue
+        found = problem(data[key], section, key, schema)
+        if found is None:
+            continue
+        if section.get("x-on-error") != "gap":
+            raise InputError(f"{where}: {found}")
+        gaps.append({"source": key, "reason": f"{MANIFEST}: {found}; left out"})
+        data[key] = None
+    return Manifest(
+        run=dict(data.get("run") or {}),
+        collectors={name: CollectorStatus(**_known(CollectorStatus, v)) for name, v in (data.get("collectors") or {}).items()},
+        files=[BundleFile(**_known(BundleFile, f)) for f in data.get("files") or []],
+        tmux=data.get("tmux"),
+        expected_files=data.get("expected_files"),
+        checkpoints=data.get("checkpoints"),
+        process=data.get("process"),
+        exits=data.get("exits"),
+        gaps=[{"source": str(g.get("source", "?")), "reason": str(g.get("reason", "?"))} for g in data.get("gaps") or []]
+        + gaps,
+    )
+
+
+def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a dataclass that `data` has (later versions may add more)."""
+    names = {f.name for f in fields(cls)}
+    return {key: value for key, value in data.items() if key in names}
 
 
 def open_bundle(path: Path) -> tuple[Path, Manifest]:
     """The bundle's root directory (unpacked if it was an archive) and its manifest."""
     root = path if path.is_dir() else _safe_extract(path)
-    return root, read_manifest(root)
+    return root, read_manifest(root, str(path))
 
 
 def evidence_from_bundle(path: Path) -> Evidence:
     root, manifest = open_bundle(path)
+    where = f"bundle {path}: {MANIFEST}"
     entries = []
-    for item in manifest.files:
+    resolved_root = root.resolve()
+    for index, item in enumerate(manifest.files):
+        kind = FileKind(item.kind)  # the schema allows only FileKind values
+        location = _inside(root, item.path, f"{where}: files[{index}].path")
         try:
-            kind = FileKind(item.kind)
-        except ValueError:
-            raise InputError(f"{root / MANIFEST}: unknown file kind {item.kind!r} for {item.path}") from None
-        location = _inside(root, item.path)
-        if not location.is_file():
-            raise InputError(f"{root / MANIFEST}: lists {item.path} but the bundle has no such file")
+            # A folder bundle may hold links: never read through one to a file outside it.
+            usable = location.is_file() and location.resolve().is_relative_to(resolved_root)
+        except (OSError, RuntimeError):
+            usable = False
+        if not usable:
+            raise InputError(f"{where}: files[{index}].path: lists {item.path!r} but the bundle has no such file")
         entries.append((kind, location, item.origin or item.path, item.rank, item.mtime))
     return evidence_from_manifest(manifest, entries, mode="bundle", inputs=(str(path),), default_id=path.name)
 
@@ -199,11 +352,11 @@ def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mod
     checkpoints = _checkpoints(manifest.checkpoints) if manifest.checkpoints is not None else None
     process = None
     if manifest.process is not None:
-        process = ProcessState(manifest.process.get("source", "process"), bool(manifest.process.get("alive")),
-                               tuple(manifest.process.get("pids") or ()), manifest.process.get("command", ""))
+        process = ProcessState(manifest.process.get("source") or "process", bool(manifest.process.get("alive")),
+                               tuple(manifest.process.get("pids") or ()), manifest.process.get("command") or "")
     exits = base.exits
     if manifest.exits is not None:
-        exits = (exits or ()) + tuple(ExitRecord(**e) for e in manifest.exits)
+        exits = (exits or ()) + tuple(ExitRecord(**_known(ExitRecord, e)) for e in manifest.exits)
     info = RunInfo(
         id=str(run.get("id") or default_id), mode=mode, host=run.get("host"), collected_at=run.get("collected_at"),
         launcher=run.get("launcher"), inputs=inputs,
@@ -222,7 +375,7 @@ def _checkpoints(data: Mapping[str, Any]) -> CheckpointState:
     return CheckpointState(
         directory=data["directory"], exists=bool(data["exists"]), collected_at=float(data["collected_at"]),
         file_count=int(data.get("file_count", 0)), total_bytes=int(data.get("total_bytes", 0)),
-        newest=CheckpointFile(**newest) if newest else None, zero_byte=tuple(data.get("zero_byte") or ()),
+        newest=CheckpointFile(**_known(CheckpointFile, newest)) if newest else None, zero_byte=tuple(data.get("zero_byte") or ()),
         partial=tuple(data.get("partial") or ()), free_bytes=data.get("free_bytes"),
     )
 
@@ -230,26 +383,80 @@ def _checkpoints(data: Mapping[str, Any]) -> CheckpointState:
 def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | bytes]) -> Path:
     """Write a bundle: `copies` maps bundle-relative paths to source files or raw bytes.
 
-    Sources are only read, never moved. OUT ending in .tar.gz/.tgz gives an archive.
+    Sources are only read, never moved. OUT ending in .tar.gz/.tgz gives an archive, anything
+    else a directory. Either is built under a temp name beside OUT and renamed into place at
+    the end, so a failure leaves no half bundle; the only things ever removed are those temp
+    paths, made here. OUT itself must not exist yet (or be an empty directory, for a folder).
     """
     archive = out.name.lower().endswith((".tar.gz", ".tgz"))
-    root = Path(tempfile.mkdtemp(prefix="diagnose-collect-")) / out.name.split(".")[0] if archive else out
-    if not archive and out.exists() and any(out.iterdir()):
-        raise InputError(f"{out}: exists and is not empty; choose a new output path")
-    root.mkdir(parents=True, exist_ok=True)
-    for relative, source in copies.items():
-        target = _inside(root, relative)
+    target = Path(os.path.abspath(out))  # abspath: 'x/..' and 'dir/' name the folder they mean
+    if target.name in ("", ".", ".."):
+        raise InputError(f"{out}: not a bundle name; give a new directory or a file ending in .tar.gz")
+    if target.is_dir() and not target.is_symlink() and not archive:
+        if any(target.iterdir()):
+            raise InputError(f"{out}: exists and is not empty; choose a new output path")
+    elif target.exists() or target.is_symlink():
+        raise InputError(f"{out}: already exists; choose a new output path (collect never overwrites)")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    made: list[Path] = []  # exactly the temp paths made here, removed on every way out
+    try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(source, bytes):
-            target.write_bytes(source)
+        # A hidden sibling on the same file system: the final rename cannot cross devices.
+        stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+        made.append(stage)
+        for relative, source in copies.items():
+            location = _inside(stage, relative, f"{out}: bundle path")
+            location.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(source, bytes):
+                location.write_bytes(source)
+            else:
+                shutil.copyfile(source, location)
+        (stage / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+        if archive:
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            made.append(Path(tmp_name))
+            os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a bundle gets the mode any new file would
+            with os.fdopen(fd, "wb") as handle, tarfile.open(fileobj=handle, mode="w:gz") as tar:
+                _pack(tar, stage, _archive_root(target.name))
+            os.replace(tmp_name, target)
+            made.remove(Path(tmp_name))
         else:
-            shutil.copyfile(source, target)
-    (root / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
-    if archive:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
-        with tarfile.open(tmp, "w:gz") as tar:
-            tar.add(root, arcname=root.name)
-        tmp.replace(out)
-        shutil.rmtree(root.parent, ignore_errors=True)
+            for folder, _dirs, _files in os.walk(stage):
+                os.chmod(folder, 0o777 & ~umask)  # mkdtemp made it 0700
+            os.replace(stage, target)  # onto nothing, or onto the empty directory checked above
+            made.remove(stage)
+    except OSError as exc:
+        detail = f"{exc.strerror}: {exc.filename}" if exc.strerror and exc.filename else str(exc)
+        raise InputError(f"{out}: cannot write the bundle ({detail})") from None
+    finally:
+        for path in made:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
     return out
+
+
+def _archive_root(name: str) -> str:
+    """The folder inside the archive: the file name less .tar.gz, never empty, '.' or '..'."""
+    lower = name.lower()
+    stem = name[: -len(".tar.gz")] if lower.endswith(".tar.gz") else name[: -len(".tgz")]
+    return stem.lstrip(".") or "bundle"
+
+
+def _pack(tar: tarfile.TarFile, stage: Path, root: str) -> None:
+    """The staged folder into the archive: manifest.json first (is_bundle stops reading there),
+    with neutral owners and modes (a bundle says nothing of who collected it)."""
+
+    def neutral(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mode = 0o755 if info.isdir() else 0o644
+        return info
+
+    tar.add(stage, arcname=root, recursive=False, filter=neutral)
+    tar.add(stage / MANIFEST, arcname=f"{root}/{MANIFEST}", filter=neutral)
+    for child in sorted(stage.iterdir()):
+        if child.name != MANIFEST:
+            tar.add(child, arcname=f"{root}/{child.name}", filter=neutral)

@@ -6,10 +6,7 @@ collect` then `diagnose BUNDLE` gives the answer `diagnose RUN_ID` gave."""
 
 from __future__ import annotations
 
-import atexit
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -70,9 +67,9 @@ class Collection:
 
 
 def _scratch() -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="diagnose-live-"))
-    atexit.register(shutil.rmtree, folder, True)
-    return folder
+    from diagnose.evidence.tempdirs import private_tempdir
+
+    return private_tempdir("diagnose-live-")  # removed at exit, SIGTERM too
 
 
 class _Progress:
