@@ -14,6 +14,7 @@ from diagnose.evidence import TextKind
 from diagnose.facts import FACT_KINDS, FactCondition
 from diagnose.rules import (
     ID_SHAPE,
+    MAX_PATTERNS_PER_RULE,
     OPS,
     OPTIONAL_KEYS,
     RELAUNCH,
@@ -39,6 +40,7 @@ class RuleParser:
         self.problems = problems
         self.check_hang = check_hang
         self.ok = True
+        self.patterns = 0
 
     def error(self, line: int, message: str) -> None:
         self.ok = False
@@ -220,6 +222,11 @@ class RuleParser:
         value = self.doc.value(node) if isinstance(node, yaml.ScalarNode) else None
         if not isinstance(value, str) or not value:
             self.error(line, f"{kind.value} condition needs a regex string")
+            return None
+        self.patterns += 1
+        if self.patterns == MAX_PATTERNS_PER_RULE + 1:  # said once, at the first one too many
+            self.error(line, f"a rule may have at most {MAX_PATTERNS_PER_RULE} log/dmesg patterns")
+        if self.patterns > MAX_PATTERNS_PER_RULE:
             return None
         problem = check_pattern(value, self.check_hang)
         if problem:

@@ -103,12 +103,22 @@ class RuleSet:
         return {rule.id: rule for rule in self.rules}
 
 
+# Bounds on what one rule may ask of the scanner: a 7.8 MB alternation takes minutes to
+# compile. The pack's longest pattern is ~520 characters and its busiest rule has 12.
+MAX_PATTERN_CHARS = 4096
+MAX_PATTERNS_PER_RULE = 64
+
+
 def check_pattern(pattern: str, check_hang: bool = True) -> str | None:
     """Why a line pattern is unusable, or None."""
     import regex
 
     from diagnose import regexcheck
 
+    if len(pattern) > MAX_PATTERN_CHARS:
+        # Checked before compiling: compiling is what takes the time.
+        return (f"regex {pattern[:40]!r}... is {len(pattern):,} characters long; the limit is "
+                f"{MAX_PATTERN_CHARS:,} (split a long list of alternatives into several conditions)")
     try:
         compiled = regex.compile(pattern)
     except regex.error as exc:
