@@ -27,7 +27,7 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
     started = time.perf_counter()
     result = run_rules(rules.rules, evidence, engine=engine, since=since, until=until)
     causes = rank(result.findings, evidence)
-    gaps = list(evidence.gaps)
+    gaps = list(evidence.gaps) + result.gaps
     for scan in result.scans:
         if scan.cut_lines:
             gaps.append(Gap(scan.source.display, f"{scan.cut_lines} line(s) longer than 64 KiB were cut to their first 64 KiB"))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from diagnose.engine.findings import Finding, Skipped
 from diagnose.engine.scan import FileScan, LineHit, PatternSet, scan_texts
-from diagnose.evidence.model import Evidence, EvidenceItem, TextKind
+from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextKind
 from diagnose.rules import conditions as facts
 from diagnose.rules.conditions import FactCondition
 from diagnose.rules.model import Condition, Rule, TextCondition
@@ -41,6 +41,7 @@ class EngineResult:
     skipped: list[Skipped]
     scans: list[FileScan]
     pattern_sets: dict[TextKind, PatternSet]
+    gaps: list[Gap] = field(default_factory=list)  # patterns stopped on a file: their budget was spent
 
 
 def pattern_sets(rules: Sequence[Rule], extra: Mapping[TextKind, Sequence[str]] | None = None) -> dict[TextKind, PatternSet]:
@@ -225,10 +226,21 @@ def evaluate_scanned(rules: Sequence[Rule], evidence: Evidence, scans: Sequence[
             findings.append(result)
         elif isinstance(result, Skipped):
             skipped.append(result)
+    gaps: list[Gap] = []
     for scan in scans:
-        for index, count in scan.timeouts.items():
-            kind = scan.source.kind
+        kind = scan.source.kind
+
+        def owners(index: int, kind: TextKind = kind) -> str:
             pattern = sets[kind].patterns[index]
-            owners = [r.id for r in rules if any(c.kind is kind and c.pattern == pattern for c in r.text_conditions())]
-            skipped.append(Skipped(",".join(owners) or pattern, f"pattern gave up on {count} long line(s) of {scan.source.display}"))
-    return EngineResult(findings, skipped, list(scans), dict(sets))
+            ids = [r.id for r in rules if any(c.kind is kind and c.pattern == pattern for c in r.text_conditions())]
+            return ",".join(ids) or pattern
+
+        for index, (lines, line_no) in scan.stopped.items():
+            # Shown with the gaps, not the skipped rules: the file was only partly checked.
+            gaps.append(Gap(scan.source.display,
+                            f"rule {owners(index)}: regex confirmation budget spent on {scan.source.display} after "
+                            f"{lines} line(s); not checked from line {line_no} on (pattern may be catastrophic)"))
+        for index, count in scan.timeouts.items():
+            if index not in scan.stopped:
+                skipped.append(Skipped(owners(index), f"pattern gave up on {count} long line(s) of {scan.source.display}"))
+    return EngineResult(findings, skipped, list(scans), dict(sets), gaps)

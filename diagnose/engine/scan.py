@@ -8,7 +8,11 @@ file: a progress bar's updates share the number of the '\\n' line holding them.
 A file is read once, in 16 MiB pieces into reused buffers (textio.iter_blocks); a thread
 reads ahead, counting each piece's newlines as it comes. In each piece a finder nominates
 candidate lines, and `regex` confirms each candidate on the line's text and extracts the
-named captures (under a time limit per line). Two finders give identical results:
+named captures, under a time limit per line and a budget per pattern and file: confirmations
+that take over SLOW_CONFIRM (backtracking, not reading) are charged to CONFIRM_BUDGET, and a
+pattern that spends it is stopped for the rest of the file and reported (FileScan.stopped),
+so a catastrophic pattern that slipped past the rule checks costs seconds, not hours.
+Two finders give identical results:
 - hyperscan (when importable): one block-mode database of, per pattern, the texts every match
   must hold (when they are long enough) or else a byte-level superset of the pattern
   (prefilter.py), cached on disk by content hash. It scans in a worker thread (it holds no
@@ -50,6 +54,10 @@ from diagnose.evidence.textio import (
 MAX_LINE = 64 * 1024
 KEEP = 3  # hits kept at each end, per pattern and rank
 LINE_TIMEOUT = 1.0  # seconds one pattern may spend confirming one line before we give up
+CONFIRM_BUDGET = 2.0  # seconds of slow confirmations one pattern may spend on one file
+# A confirmation slower than this is charged to the budget. A fast one never is: a pattern that
+# fires on every line of a big log costs reading time, and is never stopped.
+SLOW_CONFIRM = 0.001
 PREFILTER_TIMEOUT = 5.0  # seconds one superset search may spend in a piece before we go line by line
 _CONTEXT_BYTES = 16 * 1024  # how far back to look for a timestamp for a line that has none
 _THREAD_MIN = 1024 * 1024  # below this a piece is scanned without a worker thread
@@ -107,6 +115,10 @@ class FileScan:
     seconds: float = 0.0
     engine: str = ""
     timeouts: dict[int, int] = field(default_factory=dict)  # pattern -> lines it gave up on
+    # pattern -> (slow lines, line number): it spent CONFIRM_BUDGET there and was stopped
+    stopped: dict[int, tuple[int, int]] = field(default_factory=dict)
+    budget: list[float] = field(default_factory=list, repr=False)  # per pattern: seconds left
+    slow: dict[int, int] = field(default_factory=dict, repr=False)  # per pattern: slow lines so far
 
     def summaries(self, pattern: int) -> dict[int | None, HitSummary]:
         return self.hits.get(pattern, {})
@@ -171,7 +183,8 @@ def count_long_lines(buf: Buffer, size: int, limit: int = MAX_LINE) -> int:
 
 
 class Finder(Protocol):
-    def find(self, buf: Buffer, size: int) -> list[Run]: ...
+    # skip: patterns stopped for this file (their budget is spent): nominate nothing for them
+    def find(self, buf: Buffer, size: int, skip: frozenset[int] = frozenset()) -> list[Run]: ...
 
 
 _SEPARATOR = rb"[\r\n]"  # searched with `regex`, which caches the compiled pattern
@@ -206,7 +219,7 @@ class PureFinder:
                 literals = None
             self.searches.append((index, compiled, literals))
 
-    def find(self, buf: Buffer, size: int) -> list[Run]:
+    def find(self, buf: Buffer, size: int, skip: frozenset[int] = frozenset()) -> list[Run]:
         runs: list[Run] = []
         lowered: Buffer | None = None
         for index, compiled, literals in self.searches:
@@ -233,8 +246,9 @@ class PureFinder:
                         runs.append(run if len(literals) == 1 else array("Q", sorted(run)))
                     continue
             runs.append(self._search(index, compiled, buf, size))
-        if self.exact:
-            runs.extend(self._exact(buf, size))
+        exact = [index for index in self.exact if index not in skip]
+        if exact:
+            runs.extend(self._exact(buf, size, exact))
         return [run for run in runs if run]
 
     @staticmethod
@@ -261,16 +275,30 @@ class PureFinder:
             pos = line_end + 1
         return run
 
-    def _exact(self, buf: Buffer, size: int) -> list[Run]:
+    def _exact(self, buf: Buffer, size: int, exact: Sequence[int]) -> list[Run]:
         text = bytes(memoryview(buf)[:size]).decode("utf-8", errors="replace")
         hits: dict[int, list[int]] = {}  # pattern -> line ordinals in the piece
+        left = dict.fromkeys(exact, CONFIRM_BUDGET)  # slow searches, as in the confirmation
+        clock = time.perf_counter
         for ordinal, line in enumerate(regex.split(r"[\r\n]", text)):
             line = line[:MAX_LINE]
-            for index in self.exact:
+            for index in exact:
+                budget = left[index]
+                if budget <= 0.0:
+                    # Spent in this piece: every line is a candidate, and the confirmation,
+                    # under its own budget, stops the pattern for the file and reports it.
+                    hits.setdefault(index, []).append(ordinal)
+                    continue
+                limit = min(LINE_TIMEOUT, budget)
+                started = clock()
                 try:
-                    matched = self.patterns.compiled(index).search(line, timeout=LINE_TIMEOUT) is not None
+                    matched = self.patterns.compiled(index).search(line, timeout=limit) is not None
+                    took = clock() - started
                 except TimeoutError:
                     matched = True  # the confirmation will time out again and report it
+                    took = max(clock() - started, limit)
+                if took > SLOW_CONFIRM:
+                    left[index] = budget - took
                 if matched:
                     hits.setdefault(index, []).append(ordinal)
         if not hits:
@@ -349,12 +377,18 @@ class HyperscanFinder:
             accepted.append((superset, index, flags))
         if accepted:
             self.db = hs.Database(mode=hs.HS_MODE_BLOCK)
-            self.db.compile(
-                expressions=[expression for expression, _, _ in accepted],
-                ids=[index for _, index, _ in accepted],
-                elements=len(accepted),
-                flags=[flag for _, _, flag in accepted],
-            )
+            try:
+                self.db.compile(
+                    expressions=[expression for expression, _, _ in accepted],
+                    ids=[index for _, index, _ in accepted],
+                    elements=len(accepted),
+                    flags=[flag for _, _, flag in accepted],
+                )
+            except Exception as exc:  # each one compiled alone, so only their sum can be refused
+                from diagnose.errors import DiagnoseError
+
+                raise DiagnoseError(f"hyperscan could not build the database of {len(accepted)} rule patterns "
+                                    f"({exc}); --engine pure scans without it") from None
 
     def _load(self) -> bool:
         blob = diskcache.read(f"hs-{self.key}.db")
@@ -379,7 +413,7 @@ class HyperscanFinder:
             return
         diskcache.write(f"hs-{self.key}.db", ",".join(map(str, self.leftover)).encode() + b"\n" + payload)
 
-    def find(self, buf: Buffer, size: int) -> list[Run]:
+    def find(self, buf: Buffer, size: int, skip: frozenset[int] = frozenset()) -> list[Run]:
         runs: list[Run] = []
         if self.db is not None and size:
             run = array("Q")
@@ -406,7 +440,7 @@ class HyperscanFinder:
                 self.db.scan(piece, match_event_handler=on_match, scratch=self.scratch)
             runs.append(run if order[1] else array("Q", sorted(run)))
         if self.leftover_finder is not None:
-            runs.extend(self.leftover_finder.find(buf, size))
+            runs.extend(self.leftover_finder.find(buf, size, skip))
         return [run for run in runs if run]
 
 
@@ -434,19 +468,19 @@ def make_finder(patterns: PatternSet, engine: str = "auto") -> tuple[str, Finder
 class _Job:
     """A finder run on one piece, in a worker thread when the finder releases the GIL."""
 
-    def __init__(self, finder: Finder, buf: Buffer, size: int, threaded: bool) -> None:
+    def __init__(self, finder: Finder, buf: Buffer, size: int, threaded: bool, skip: frozenset[int]) -> None:
         self.result: list[Run] = []
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
         if threaded:
-            self.thread = threading.Thread(target=self._run, args=(finder, buf, size), daemon=True)
+            self.thread = threading.Thread(target=self._run, args=(finder, buf, size, skip), daemon=True)
             self.thread.start()
         else:
-            self._run(finder, buf, size)
+            self._run(finder, buf, size, skip)
 
-    def _run(self, finder: Finder, buf: Buffer, size: int) -> None:
+    def _run(self, finder: Finder, buf: Buffer, size: int, skip: frozenset[int]) -> None:
         try:
-            self.result = finder.find(buf, size)
+            self.result = finder.find(buf, size, skip)
         except BaseException as exc:  # handed to the scanning thread
             self.error = exc
 
@@ -476,6 +510,7 @@ class Scanner:
     def scan(self, source: TextFile, chunk_bytes: int | None = None) -> FileScan:
         started = time.perf_counter()
         result = FileScan(source=source, engine=self.engine_name)
+        result.budget = [CONFIRM_BUDGET] * len(self.patterns)
         year = time.localtime(source.mtime).tm_year if source.mtime else None
         base_line = 1
         context = b""  # the bytes before the piece, for timestamps of lines that have none
@@ -496,7 +531,7 @@ class Scanner:
                 size = len(buf)
             job = None
             if self._finder is not None:
-                job = _Job(self._finder, buf, size, self._threaded and size >= _THREAD_MIN)
+                job = _Job(self._finder, buf, size, self._threaded and size >= _THREAD_MIN, frozenset(result.stopped))
             result.cut_lines += count_long_lines(buf, size)
             if job is not None:
                 runs = job.wait()
@@ -519,6 +554,9 @@ class Scanner:
         hits = result.hits
         count = buf.count
         timeout = LINE_TIMEOUT
+        budget = result.budget
+        clock = time.perf_counter
+        slow = SLOW_CONFIRM
         done = [-1] * len(self.patterns)  # per pattern: start of the last line it was tried on
         line_start = line_end = -1
         text = ""
@@ -536,11 +574,20 @@ class Scanner:
             if not text:
                 text = str(buf[line_start : min(line_end, line_start + MAX_LINE)], "utf-8", "replace")
                 rank = rank_of(text) if is_log else None
+            left = budget[index]
+            if left <= 0.0:
+                continue  # stopped for this file
+            limit = timeout if left > timeout else left
+            started = clock()
             try:
-                match = compiled(index).search(text, timeout=timeout)
+                match = compiled(index).search(text, timeout=limit)
+                took = clock() - started
             except TimeoutError:
                 result.timeouts[index] = result.timeouts.get(index, 0) + 1
-                continue
+                match = None
+                took = max(clock() - started, limit)  # a time-out always counts in full, however short
+            if took > slow:
+                self._charge(result, index, took, base_line + newlines + count(b"\n", counted_to, line_start))
             if match is None:
                 continue
             # Newlines before the line: candidates come in order, so counting goes forward only.
@@ -560,6 +607,16 @@ class Scanner:
             if moment is None and is_log:
                 moment = _time_before(buf, line_start, year, context)
             summary.add(LineHit(base_line + newlines, text, moment, rank, _captures(match)))
+
+    @staticmethod
+    def _charge(result: FileScan, index: int, took: float, line_no: int) -> None:
+        """A slow confirmation: charge it to the pattern's budget, and stop the pattern for
+        this file when the budget is spent."""
+        result.slow[index] = result.slow.get(index, 0) + 1
+        result.budget[index] -= took
+        if result.budget[index] <= 0.0:
+            result.budget[index] = 0.0
+            result.stopped[index] = (result.slow[index], line_no)
 
     def _time(self, text: str, source: TextFile, year: int | None) -> float | None:
         if self.kind is TextKind.DMESG:

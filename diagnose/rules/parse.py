@@ -11,7 +11,7 @@ from typing import TypeVar
 import yaml
 
 from diagnose.evidence.model import TextKind
-from diagnose.patterns.hangcheck import check_pattern
+from diagnose.patterns.hangcheck import MAX_PATTERNS_PER_RULE, check_pattern
 from diagnose.rules import predicates
 from diagnose.rules.conditions import FACT_KINDS, FactCondition
 from diagnose.rules.extensions import ANALYZER_CAPTURES
@@ -41,6 +41,7 @@ class RuleParser:
         self.problems = problems
         self.check_hang = check_hang
         self.ok = True
+        self.patterns = 0
 
     def error(self, line: int, message: str) -> None:
         self.ok = False
@@ -226,6 +227,11 @@ class RuleParser:
         value = self.doc.value(node) if isinstance(node, yaml.ScalarNode) else None
         if not isinstance(value, str) or not value:
             self.error(line, f"{kind.value} condition needs a regex string")
+            return None
+        self.patterns += 1
+        if self.patterns == MAX_PATTERNS_PER_RULE + 1:  # said once, at the first one too many
+            self.error(line, f"a rule may have at most {MAX_PATTERNS_PER_RULE} log/dmesg patterns")
+        if self.patterns > MAX_PATTERNS_PER_RULE:
             return None
         problem = check_pattern(value, self.check_hang)
         if problem:

@@ -1,4 +1,9 @@
-"""YAML read with line numbers, so every problem in a rule or config file names file:line."""
+"""YAML read with line numbers, so every problem in a rule file names file:line.
+
+Rule files may come from anyone, so reading one must stay cheap: anchors and aliases are
+refused (a 734-byte "billion laughs" file expands to gigabytes when its aliases are
+constructed), and so are files over MAX_BYTES and nesting deeper than MAX_DEPTH (PyYAML's
+composer recurses per level)."""
 
 from __future__ import annotations
 
@@ -8,6 +13,35 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+MAX_BYTES = 1024 * 1024  # a rule file of the pack is ~2-14 KiB
+MAX_DEPTH = 32  # a rule's when: nests all/any/none a few levels; the pack needs under 10
+
+
+class UnsafeYaml(yaml.MarkedYAMLError):
+    """A YAML feature rule files may not use, at its place in the file."""
+
+
+class _RuleLoader(yaml.SafeLoader):
+    """SafeLoader that refuses anchors, aliases and deep nesting while composing nodes, before
+    anything is expanded."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise UnsafeYaml(problem="YAML anchors and aliases are not allowed in rule files",
+                             problem_mark=event.start_mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise UnsafeYaml(problem=f"nested deeper than {MAX_DEPTH} levels", problem_mark=event.start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 @dataclass
@@ -28,7 +62,7 @@ class YamlFile:
 
     def __init__(self, path: Path, text: str) -> None:
         self.path = path
-        self._loader = yaml.SafeLoader(text)
+        self._loader = _RuleLoader(text)
         try:
             self.root: yaml.Node | None = self._loader.get_single_node()
         finally:
@@ -65,9 +99,13 @@ class YamlFile:
 def load_yaml(path: Path, problems: Problems) -> YamlFile | None:
     """Parse a YAML file; on failure record one problem with its line and return None."""
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)  # never more: a huge file is refused unread
     except OSError as exc:
         problems.add(path, 1, f"cannot read: {exc.strerror or exc}")
+        return None
+    if len(raw) > MAX_BYTES:
+        problems.add(path, 1, f"rule file is over {MAX_BYTES:,} bytes, the limit (one rule per file)")
         return None
     try:
         text = raw.decode("utf-8")
@@ -77,6 +115,10 @@ def load_yaml(path: Path, problems: Problems) -> YamlFile | None:
         return None
     try:
         return YamlFile(path, text)
+    except UnsafeYaml as exc:
+        mark = exc.problem_mark
+        problems.add(path, mark.line + 1 if mark is not None else 1, str(exc.problem))
+        return None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1

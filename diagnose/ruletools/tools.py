@@ -105,7 +105,7 @@ class LintCode:
 LINT_CODES: dict[str, LintCode] = {c.code: c for c in (
     LintCode("DL001", "load-error", ERROR, "The file cannot be loaded as a rule (YAML, a missing or unknown field, a bad regex, a bad value, an empty fix)."),
     LintCode("DL101", "catastrophic-backtracking", ERROR,
-             "A pattern can backtrack catastrophically: nested unbounded repeats like (a+)+ (static check), or it ran over the time limit on an adversarial 16 KiB line (torture check)."),
+             "A pattern can backtrack catastrophically: a repeat whose body can match one text in several ways ((a+)+, (a|ab)+, (a?)+) or long repeats in a row over shared characters (static check), or it ran over the time limit on an adversarial 16 KiB line (torture check)."),
     LintCode("DL102", "leading-wildcard", WARNING, "A pattern starts with .* or .+ : it costs a scan of every line and adds nothing to an unanchored search."),
     LintCode("DL110", "matches-healthy-fixture", ERROR,
              "The rule fires on a healthy run (fixtures/healthy-*/). An error when the rule is a root cause at severity error or critical; a warning otherwise."),
