@@ -227,24 +227,38 @@ def _checkpoints(data: Mapping[str, Any]) -> CheckpointState:
     )
 
 
-def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | bytes]) -> Path:
+def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | bytes], raw: bool = False) -> Path:
     """Write a bundle: `copies` maps bundle-relative paths to source files or raw bytes.
 
     Sources are only read, never moved. OUT ending in .tar.gz/.tgz gives an archive.
+    Bundles get attached to issues and shared: unless raw, every file is written masked
+    (diagnose.redact: within lines, so line numbers stay) and so is every string of the manifest
+    (command lines, paths, notes, tmux output). A bundle path that held a secret is masked the
+    same way in the file list and on disk, so the manifest still names its files.
     """
     archive = out.name.lower().endswith((".tar.gz", ".tgz"))
     root = Path(tempfile.mkdtemp(prefix="diagnose-collect-")) / out.name.split(".")[0] if archive else out
     if not archive and out.exists() and any(out.iterdir()):
         raise InputError(f"{out}: exists and is not empty; choose a new output path")
+    data = manifest.to_json()
+    if not raw:
+        from diagnose.redact import mask_bytes, mask_file, redact, scrub
+
+        data = scrub(data)
     root.mkdir(parents=True, exist_ok=True)
     for relative, source in copies.items():
-        target = _inside(root, relative)
+        target = _inside(root, relative if raw else redact(relative))
         target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(source, bytes):
-            target.write_bytes(source)
-        else:
-            shutil.copyfile(source, target)
-    (root / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+        try:
+            if isinstance(source, bytes):
+                target.write_bytes(source if raw else mask_bytes(source))
+            elif raw:
+                shutil.copyfile(source, target)
+            else:
+                mask_file(source, target)
+        except (OSError, EOFError, ValueError) as exc:  # a compressed log that is cut short or corrupt
+            raise InputError(f"{source if not isinstance(source, bytes) else relative}: cannot copy into the bundle ({exc})") from None
+    (root / MANIFEST).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
     if archive:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + f".{os.getpid()}.tmp")

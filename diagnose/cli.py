@@ -222,14 +222,21 @@ def run_command(target: str, fmt: str, fail_on: str, rule_dirs: tuple[Path, ...]
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="Config file (default ./diagnose.toml).")
 @click.option("--dir", "search_dirs", type=click.Path(path_type=Path), multiple=True, help="Where to look for the run's files.")
 @click.option("-v", "--verbose", is_flag=True, help="Show gap reasons in full.")
+@click.option("--raw", is_flag=True,
+              help="Keep secrets (tokens, passwords, keys) in the copies and the manifest; by default they are masked.")
 @guarded
-def collect_command(run_id: str, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...], verbose: bool) -> None:
+def collect_command(run_id: str, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...], verbose: bool,
+                    raw: bool) -> None:
     """Save everything about RUN_ID as a bundle (logs, kernel log, tmux, GPUs, packages, ...);
-    `diagnose BUNDLE` on any machine then gives the same causes."""
+    `diagnose BUNDLE` on any machine then gives the same causes. Secrets found in the copies
+    and the manifest are masked (within lines, so line numbers stay) unless --raw."""
     from diagnose.runs import collect_bundle, load_config
 
     config = load_config(config_path)
-    written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty())
+    if raw:
+        click.echo("diagnose: warning: --raw: the bundle keeps secrets (tokens, passwords, keys) as they were; "
+                   "do not share it", err=True)
+    written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty(), raw=raw)
     for name, status in manifest.collectors.items():
         reason = f"  {status.reason}" if status.reason else ""
         if reason and not verbose and len(reason) > 120:

@@ -626,8 +626,10 @@ def start_run(run_id: str, config: Config, search_dirs: list[Path], progress: bo
     return PendingRun(run_id, config, search_dirs, progress)
 
 
-def collect_bundle(run_id: str, config: Config, search_dirs: list[Path], out: Path, progress: bool = False) -> tuple[Path, Any]:
-    """`diagnose collect`: the run's evidence written as a bundle. Returns (path, manifest)."""
+def collect_bundle(run_id: str, config: Config, search_dirs: list[Path], out: Path, progress: bool = False,
+                   raw: bool = False) -> tuple[Path, Any]:
+    """`diagnose collect`: the run's evidence written as a bundle, secrets masked unless raw.
+    Returns (path, manifest)."""
     from diagnose.bundle import write_bundle
     from diagnose.collectors import collect_run
 
@@ -635,4 +637,4 @@ def collect_bundle(run_id: str, config: Config, search_dirs: list[Path], out: Pa
     collection = collect_run(spec, progress=progress)
     if not found_anything(spec, collection.evidence()):
         raise nothing_found(spec)
-    return write_bundle(out, collection.manifest, collection.copies()), collection.manifest
+    return write_bundle(out, collection.manifest, collection.copies(), raw=raw), collection.manifest
