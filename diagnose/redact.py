@@ -34,11 +34,13 @@ _SP = r"[ \t]"
 # <placeholder>, or already masked. Every repeat is bounded, so a 200 KB line costs linear time.
 _NOT_A_SECRET = (
     r"(?!\*\*\*)(?!(?:None|null|nil|NULL|true|false|True|False|\$\{?\w{1,128}\}?|<[^>\s]{0,128}>)(?:[\s'\",;)}\]]|$))"
+    r"(?![^\s'\"`,;)}\]]{0,16}(?:\.\.\.|\u2026)(?:[\s'\",;)}\]]|$))"  # an elided example: HF_TOKEN=hf_...
     r"(?=[^\s'\"`,;)}\]]{0,64}[A-Za-z0-9])"  # a secret has letters or digits, not just punctuation
 )
 # A bare value never starts with a bracket: `key=[your_api_key]` is a placeholder or a list.
+# A bare value ends at a backslash too: in a repr or JSON string `\n` starts the next line.
 _VALUE = (r"(?:(?P<q>['\"])(?P<quoted>(?!\*\*\*)[^'\"\n]{1,4096})(?P=q)|(?P<bare>(?![\[<({-])" + _NOT_A_SECRET
-          + r"[^\s'\"`,;)}\]]{1,4096}))")
+          + r"[^\s'\"`,;)}\]\\]{1,4096}))")
 # A value that must look generated (letters and digits, 8+ characters, no dots) because its name
 # is also an everyday word: `key=lambda`, `token=self.token`, `key: model.layers.0.weight` stay.
 _TOKEN_CHARS = r"A-Za-z0-9_\-+/=~%"
@@ -65,6 +67,23 @@ _FLAG_NAMES = (r"(?i:(?:" + _FLAG_PREFIX + r"[-_])?(?:token|api[-_]?key|apikey|s
                + _FLAG_PREFIX + r"[-_]key)")
 
 
+# A pattern that starts at a word start (\b, or a lookbehind for "no word character before")
+# also starts right after a literal \n, \t or \r: the escapes of a repr or a JSON string (a
+# command line quoting a script, wandb's debug log) glue the next word to an "n".
+_ESCAPE = r"(?<=\\[nrt])"
+
+
+def _after_escapes(pattern: str) -> str:
+    flags = re.match(r"\(\?[a-z]+\)", pattern)
+    head, rest = (flags.group(0), pattern[flags.end():]) if flags else ("", pattern)
+    if rest.startswith(r"\b"):
+        return f"{head}(?:{_ESCAPE}|\\b){rest[2:]}"
+    if rest.startswith("(?<!["):
+        end = rest.index("])") + 2
+        return f"{head}(?:{_ESCAPE}|{rest[:end]}){rest[end:]}"
+    return pattern
+
+
 class _Pattern:
     """A regex whose group 'secret' (or 'quoted'/'bare' of a value) is replaced by the mask.
 
@@ -73,7 +92,7 @@ class _Pattern:
 
     def __init__(self, name: str, pattern: str, hints: tuple[str, ...], flags: int = 0) -> None:
         self.name = name
-        self.regex = re.compile(pattern, flags)
+        self.regex = re.compile(_after_escapes(pattern), flags)
         self.hints = hints
 
     def applies(self, lowered: str) -> bool:
@@ -296,7 +315,7 @@ def redact(text: str, found: set[str] | None = None) -> str:
 # A bare AWS secret access key: 40 base64 characters with upper and lower case, on the line of
 # an access key id (a credentials CSV `AKIA...,wJalr...`, `aws configure list`). Git SHAs (hex,
 # lower case) beside an id stay.
-_AWS_ID = re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b")
+_AWS_ID = re.compile(r"(?:(?<=\\[nrt])|\b)(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b")
 _AWS_BARE_SECRET = re.compile(r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])[A-Za-z0-9/+]{40}"
                               r"(?![A-Za-z0-9/+=])")
 AWS_NEAR = 512  # characters either side of an id searched for its secret

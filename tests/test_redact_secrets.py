@@ -233,3 +233,36 @@ def test_masking_a_200kb_line_stays_linear() -> None:
     result = subprocess.run([sys.executable, "-c", code, json.dumps(list(ADVERSARIAL.values()))], capture_output=True,
                             text=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
     assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_elided_examples_and_escaped_lines() -> None:
+    # A rule's fix shows the shape of a setting (HF_TOKEN=hf_...): not a secret, stays.
+    fix = "Give the job a token: HF_TOKEN=hf_... in its environment"
+    assert redact(fix) == fix
+    # In a repr or JSON string a literal \n glues the next line's name to an "n": still masked,
+    # and the value stops at the backslash, so what follows stays readable.
+    line = r'cmd: "export A=1\nWANDB_API_KEY=' + CORPUS[0].secrets[0] + r'\nhf_aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567\tok"'
+    assert redact(line) == r'cmd: "export A=1\nWANDB_API_KEY=***\nhf_***\tok"'
+
+
+def test_masked_file_copies_keep_every_byte_and_line_but_the_secrets(tmp_path: Path) -> None:
+    import gzip
+
+    from diagnose.redact import mask_file
+
+    lines = [line.encode() for p in CORPUS for line in p.lines] + [b"caf\xe9 latin-1 \xff\xfe bytes", b"", b"\r"]
+    raw = b"\n".join(lines) + b"\nno newline at the end"
+    source, target = tmp_path / "train.log", tmp_path / "masked.log"
+    source.write_bytes(raw)
+    assert mask_file(source, target)
+    masked = target.read_bytes()
+    assert masked.count(b"\n") == raw.count(b"\n")
+    assert [s for p in CORPUS for s in p.secrets if s.encode() in masked] == []
+    assert masked.split(b"\n")[-4:] == raw.split(b"\n")[-4:]  # not UTF-8, untouched byte for byte
+    gz_source, gz_target = tmp_path / "train.log.gz", tmp_path / "masked.log.gz"
+    gz_source.write_bytes(gzip.compress(raw))
+    assert mask_file(gz_source, gz_target) and gzip.decompress(gz_target.read_bytes()) == masked
+    clean = tmp_path / "clean.log"
+    clean.write_bytes(b"step 1 loss 2.3\nstep 2 loss 2.1\n")
+    assert not mask_file(clean, tmp_path / "clean-copy.log")
+    assert (tmp_path / "clean-copy.log").read_bytes() == clean.read_bytes()
