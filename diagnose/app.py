@@ -111,8 +111,10 @@ def start_run(run_id: str, config: Config, search_dirs: list[Path], progress: bo
     return PendingRun(run_id, config, search_dirs, progress)
 
 
-def collect_bundle(run_id: str, config: Config, search_dirs: list[Path], out: Path, progress: bool = False) -> tuple[Path, Any]:
-    """`diagnose collect`: the run's evidence written as a bundle. Returns (path, manifest)."""
+def collect_bundle(run_id: str, config: Config, search_dirs: list[Path], out: Path, progress: bool = False,
+                   raw: bool = False) -> tuple[Path, Any]:
+    """`diagnose collect`: the run's evidence written as a bundle, secrets masked unless raw.
+    Returns (path, manifest)."""
     from diagnose.evidence.bundle import write_bundle
     from diagnose.live.collectors.run import collect_run
     from diagnose.live.discovery import resolve
@@ -121,4 +123,4 @@ def collect_bundle(run_id: str, config: Config, search_dirs: list[Path], out: Pa
     collection = collect_run(spec, progress=progress)
     if not found_anything(spec, collection.evidence()):
         raise nothing_found(spec)
-    return write_bundle(out, collection.manifest, collection.copies()), collection.manifest
+    return write_bundle(out, collection.manifest, collection.copies(), raw=raw), collection.manifest

@@ -300,16 +300,23 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
               help="Config file (default: ./diagnose.toml, else ~/.config/diagnose/config.toml).")
 @search_dir_option
 @click.option("-v", "--verbose", is_flag=True, help="Show gap reasons in full.")
+@click.option("--raw", is_flag=True,
+              help="Keep secrets (tokens, passwords, keys) in the copies and the manifest; by default they are masked.")
 @guarded
-def collect_command(run_id: str, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...], verbose: bool) -> None:
+def collect_command(run_id: str, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...], verbose: bool,
+                    raw: bool) -> None:
     """Save everything about RUN_ID as a bundle (logs, kernel log, tmux, GPUs, packages, ...);
-    `diagnose BUNDLE` on any machine then gives the same causes."""
+    `diagnose BUNDLE` on any machine then gives the same causes. Secrets found in the copies
+    and the manifest are masked (within lines, so line numbers stay) unless --raw."""
     from diagnose.app import collect_bundle
     from diagnose.evidence.safetext import visible
     from diagnose.live.config import load_config
 
     config = load_config(config_path)
-    written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty())
+    if raw:
+        click.echo("diagnose: warning: --raw: the bundle keeps secrets (tokens, passwords, keys) as they were; "
+                   "do not share it", err=True)
+    written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty(), raw=raw)
     for name, status in manifest.collectors.items():
         reason = f"  {visible(status.reason)}" if status.reason else ""  # reasons name paths found on disk
         if reason and not verbose and len(reason) > 120:

@@ -4,8 +4,11 @@ duration, bytes, gap reason), directory and .tar.gz, and the same evidence read 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -107,3 +110,79 @@ def test_minimal_manifest_reads(tmp_path: Path) -> None:
     out = write_bundle(tmp_path / "b", Manifest(run={"id": "old"}), {})
     evidence = evidence_from_bundle(out)
     assert evidence.run.id == "old" and evidence.texts == () and evidence.tmux is None and evidence.exits is None
+
+
+def _members(bundle: Path) -> dict[str, bytes]:
+    import tarfile
+
+    with tarfile.open(bundle, "r:gz") as archive:
+        return {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def leaky_live_run(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
+    """A live run whose log, command line and environment hold secrets: the process prints its
+    environment and the corpus lines to its log, then stays alive (so the process collector
+    records its command line, with --hf_token). Test input, not evidence."""
+    from tests.secret_corpus import CORPUS
+
+    run = make_run(tmp_path, skip='"gpu", "dmesg", "packages"')
+    log = run / "flex7" / "rank2.log"
+    hf = "hf_LiVeRuNtOkEnAbCdEfGhIjKlMnOpQrStUv12"
+    code = ("import os, sys, time\n"
+            "for k in sorted(os.environ):\n"
+            "    if k.endswith(('_KEY', '_TOKEN', 'PASSWORD')): print(f'{k}={os.environ[k]}')\n"
+            f"print({chr(10).join(line for p in CORPUS for line in p.lines)!r})\n"
+            "print('Traceback (most recent call last):')\nprint('RuntimeError: ' + ' '.join(sys.argv[1:]), flush=True)\n"
+            "time.sleep(120)\n")
+    env = dict(os.environ, WANDB_API_KEY="0a1b2c3d4e5f60718293a4b5c6d7e8f901234567", MLFLOW_TRACKING_PASSWORD="Pw4Mlfl0w!Live")
+    script = run / "train.py"
+    script.write_text(code)
+    with open(log, "w") as handle:
+        proc = subprocess.Popen([sys.executable, str(script), "--run", "flex7", "--hf_token", hf], stdout=handle,
+                                stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.time() + 20
+        while "RuntimeError" not in log.read_text() and time.time() < deadline:
+            time.sleep(0.05)
+        from tests.secret_corpus import ALL_SECRETS
+
+        yield run, [*ALL_SECRETS, hf[3:], env["WANDB_API_KEY"], env["MLFLOW_TRACKING_PASSWORD"]]
+    finally:
+        proc.kill()  # only the process this fixture started
+        proc.wait(10)
+
+
+def test_collect_masks_every_member_of_the_bundle(leaky_live_run: tuple[Path, list[str]], tmp_path: Path) -> None:
+    run, secrets = leaky_live_run
+    out = tmp_path / "leaky.tar.gz"
+    result = run_cli(["collect", "flex7", "-o", str(out)], cwd=run)
+    assert result.returncode == 0, result.stderr
+    members = _members(out)
+    manifest = json.loads(next(data for name, data in members.items() if name.endswith("/manifest.json")))
+    assert manifest["process"]["alive"] and "--hf_token ***" in manifest["process"]["command"]
+    logs = {name: data for name, data in members.items() if name.endswith(".log")}
+    assert len(logs) == 3
+    leaks = [(name, s) for name, data in members.items() for s in secrets if s.encode() in data]
+    assert leaks == []
+    for name, data in logs.items():  # masked within lines: every line keeps its number
+        original = (run / "flex7" / Path(name).name).read_bytes()
+        assert data.count(b"\n") == original.count(b"\n")
+        if name.endswith("rank0.log"):
+            assert data == original  # nothing to mask: byte for byte
+    rank2 = next(data for name, data in logs.items() if name.endswith("rank2.log")).decode()
+    assert "WANDB_API_KEY=***" in rank2 and "postgres://mlflow:***@db.internal:5432/mlflow" in rank2
+    # The masked bundle still diagnoses: the crash of rank 0 is found as it was.
+    assert run_cli([str(out), "--format", "json"], cwd=tmp_path).returncode == 1
+
+
+def test_collect_raw_keeps_the_originals_and_says_so(leaky_live_run: tuple[Path, list[str]], tmp_path: Path) -> None:
+    run, secrets = leaky_live_run
+    out = tmp_path / "raw"
+    result = run_cli(["collect", "flex7", "-o", str(out), "--raw"], cwd=run)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines()[0].startswith("diagnose: warning: --raw: the bundle keeps secrets")
+    everything = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+    assert [s for s in secrets if s.encode() not in everything] == []
+    rank2 = next(out.rglob("rank2.log"))
+    assert rank2.read_bytes() == (run / "flex7" / "rank2.log").read_bytes()

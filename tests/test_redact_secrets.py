@@ -10,10 +10,12 @@ import pytest
 
 from diagnose.app import diagnose
 from diagnose.evidence.inputs import evidence_from_paths
-from diagnose.report.redact import MASK, redact, redact_diagnosis
+from diagnose.evidence.redact import MASK, Masker, redact
+from diagnose.report.redact import redact_diagnosis
 from diagnose.report.render import Format, reporter
 from tests.conftest import DATA
 from tests.report_support import CI, FORMATS, TEST_RULES, invoke, load_rules_cached, working_dir
+from tests.secret_corpus import CORPUS, Planted
 
 # Test inputs for masking, constructed here (not log evidence): (line appended to the log, the secret in it).
 PLANTED = [
@@ -133,3 +135,140 @@ def test_reporters_mask_even_when_called_directly(fmt: Format, leaky_log: Path, 
     assert "testsecrets.echoed-credentials" in out.getvalue()
     for _, secret in PLANTED:
         assert secret not in out.getvalue(), (fmt, secret)
+
+
+# --- The corpus of real-format secrets (tests/secret_corpus.py) -------------------------------
+
+EVIDENCE_RULES = CI / "rules-evidence"  # test rule: every line of a log is evidence
+
+
+def corpus_log(planted: Planted, folder: Path) -> Path:
+    """The planted lines, then a crash whose message quotes the last of them (so the secret is in
+    the crash evidence, the cause's title and the unrecognised-crash fallback too)."""
+    log = folder / f"{planted.id}.log"
+    log.write_text("\n".join([*planted.lines, "Traceback (most recent call last):",
+                              '  File "/home/u/flex/train.py", line 42, in <module>', "    main()",
+                              f"RuntimeError: {planted.lines[-1].strip()}"]) + "\n")
+    return log
+
+
+def test_the_corpus_covers_the_formats_of_the_issue() -> None:
+    assert len(CORPUS) >= 20 and len({p.id for p in CORPUS}) == len(CORPUS)
+    for planted in CORPUS:
+        assert 1 <= len(planted.lines) <= 6, planted.id  # a rule shows at most 6 evidence lines
+        text = "\n".join(planted.lines)
+        assert all(secret in text for secret in planted.secrets), planted.id
+
+
+@pytest.mark.parametrize("planted", CORPUS, ids=[p.id for p in CORPUS])
+def test_each_corpus_secret_is_masked_and_the_rest_stays(planted: Planted) -> None:
+    masker = Masker()
+    lines = [masker(line) for line in planted.lines]
+    text = "\n".join(lines)
+    assert [s for s in planted.secrets if s in text] == []
+    assert MASK in text and planted.kept in text
+    assert redact("\n".join(planted.lines)) == text  # as one text or line by line: the same
+    assert all(redact(line) == line for line in lines if "PRIVATE KEY" not in line)  # idempotent
+
+
+@pytest.mark.parametrize("planted", CORPUS, ids=[p.id for p in CORPUS])
+def test_each_corpus_secret_reaches_the_report_unmasked(planted: Planted, tmp_path: Path) -> None:
+    """What makes the per-format test able to fail: without masking, every secret of the corpus
+    is in the evidence handed to the reporters; with the built-in rules alone, those of the last
+    line are in the unrecognised crash's evidence and title."""
+    log = corpus_log(planted, tmp_path)
+    with working_dir(tmp_path):
+        every_line = diagnose(evidence_from_paths([log.name]), load_rules_cached(EVIDENCE_RULES))
+        crash_only = diagnose(evidence_from_paths([log.name]), load_rules_cached())
+    shown = [e.text for c in every_line.causes for e in c.evidence]
+    for secret in planted.secrets:
+        assert any(secret in text for text in shown), (planted.id, secret)
+    (crash,) = [c for c in crash_only.causes if c.id == "unrecognised.crash"]
+    crash_texts = [e.text for e in crash.evidence]
+    for secret in planted.secrets:
+        if secret in planted.lines[-1]:
+            assert any(secret in text for text in crash_texts), (planted.id, secret)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_corpus_secret_in_any_format(fmt: str, tmp_path: Path) -> None:
+    """For every corpus entry, through the CLI, with the test rule that shows every line and with
+    the built-in rules alone (the crash fallback): the leak count of the format is 0."""
+    leaks: list[str] = []
+    for planted in CORPUS:
+        for rules in (["--rules", str(EVIDENCE_RULES)], []):
+            folder = tmp_path / f"{planted.id}{len(rules)}"
+            folder.mkdir()
+            log = corpus_log(planted, folder)
+            summary = folder / "summary.md"
+            result = invoke(["scan", str(log), *rules, "-v", "--format", fmt], env={"GITHUB_STEP_SUMMARY": str(summary)})
+            assert result.exit_code == 1, (planted.id, result.output)
+            assert ("every-line" if rules else "unrecognised.crash") in result.stdout.replace("\\", ""), planted.id
+            text = result.stdout + result.stderr + (summary.read_text() if summary.exists() else "")
+            leaks += [f"{planted.id}: {s}" for s in planted.secrets if s in text]
+    assert leaks == []
+
+
+ADVERSARIAL = {  # 200 KB lines that make a careless pattern backtrack
+    "login(": "login(", "A_": "A_", "A_KEY": "A_KEY", "key=": "key=", "key=a1": "key=a1", "https://u:": "https://u:",
+    "a://a": "a://a", "password ": "password ", "--token ": "--token ", "machine x ": "machine x ",
+    "BEGIN": "-----BEGIN RSA PRIVATE KEY-----", "pem words": "ab1Z ", "AKIA": "AKIAQ3EXAMPLEZ7K4T2B kV7nQz2aaaaaaaaaaaaaaaaaaaaaaaaaaaaa+Tq9 ",
+    "base64": "A+/a1", "secret ": "secret ", "?sig=": "?sig=", "bearer ": "bearer ", "authorization: ": "authorization: ",
+    "wandb login": "wandb login ", "12345678:AA": "12345678:AA", "spaces": " ",
+}
+
+
+def test_masking_a_200kb_line_stays_linear() -> None:
+    # In a subprocess, each line under its own alarm (design: no timed asserts, only timeouts):
+    # a quadratic pattern takes minutes on one of these lines (login( took 82 s before its repeat
+    # was bounded, key=a1... 6 s before its value became possessive); linear, each takes ~0.1 s.
+    code = (
+        "import signal, sys, json\nfrom diagnose.evidence.redact import Masker, redact\n"
+        "def late(*_): sys.exit('too slow: ' + unit)\n"
+        "signal.signal(signal.SIGALRM, late)\n"
+        "for unit in json.loads(sys.argv[1]):\n"
+        "    line = (unit * (200_000 // len(unit) + 1))[:200_000]\n"
+        "    signal.alarm(PER_LINE_S)\n"
+        "    redact(line); Masker()(line); redact('-----BEGIN PRIVATE KEY-----\\n' + line)\n"
+        "    signal.alarm(0)\n"
+        "print('ok')\n"
+    ).replace("PER_LINE_S", "4")
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", code, json.dumps(list(ADVERSARIAL.values()))], capture_output=True,
+                            text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_elided_examples_and_escaped_lines() -> None:
+    # A rule's fix shows the shape of a setting (HF_TOKEN=hf_...): not a secret, stays.
+    fix = "Give the job a token: HF_TOKEN=hf_... in its environment"
+    assert redact(fix) == fix
+    # In a repr or JSON string a literal \n glues the next line's name to an "n": still masked,
+    # and the value stops at the backslash, so what follows stays readable.
+    line = r'cmd: "export A=1\nWANDB_API_KEY=' + CORPUS[0].secrets[0] + r'\nhf_aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567\tok"'
+    assert redact(line) == r'cmd: "export A=1\nWANDB_API_KEY=***\nhf_***\tok"'
+
+
+def test_masked_file_copies_keep_every_byte_and_line_but_the_secrets(tmp_path: Path) -> None:
+    import gzip
+
+    from diagnose.evidence.redact import mask_file
+
+    lines = [line.encode() for p in CORPUS for line in p.lines] + [b"caf\xe9 latin-1 \xff\xfe bytes", b"", b"\r"]
+    raw = b"\n".join(lines) + b"\nno newline at the end"
+    source, target = tmp_path / "train.log", tmp_path / "masked.log"
+    source.write_bytes(raw)
+    assert mask_file(source, target)
+    masked = target.read_bytes()
+    assert masked.count(b"\n") == raw.count(b"\n")
+    assert [s for p in CORPUS for s in p.secrets if s.encode() in masked] == []
+    assert masked.split(b"\n")[-4:] == raw.split(b"\n")[-4:]  # not UTF-8, untouched byte for byte
+    gz_source, gz_target = tmp_path / "train.log.gz", tmp_path / "masked.log.gz"
+    gz_source.write_bytes(gzip.compress(raw))
+    assert mask_file(gz_source, gz_target) and gzip.decompress(gz_target.read_bytes()) == masked
+    clean = tmp_path / "clean.log"
+    clean.write_bytes(b"step 1 loss 2.3\nstep 2 loss 2.1\n")
+    assert not mask_file(clean, tmp_path / "clean-copy.log")
+    assert (tmp_path / "clean-copy.log").read_bytes() == clean.read_bytes()

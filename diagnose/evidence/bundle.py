@@ -380,8 +380,13 @@ def _checkpoints(data: Mapping[str, Any]) -> CheckpointState:
     )
 
 
-def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | bytes]) -> Path:
+def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | bytes], raw: bool = False) -> Path:
     """Write a bundle: `copies` maps bundle-relative paths to source files or raw bytes.
+
+    Bundles get attached to issues and shared: unless raw, every file is written masked
+    (evidence/redact.py: within lines, so line numbers stay) and so is every string of the
+    manifest (command lines, paths, notes, tmux output). A bundle path that held a secret is
+    masked the same way in the file list and on disk, so the manifest still names its files.
 
     Sources are only read, never moved. OUT ending in .tar.gz/.tgz gives an archive, anything
     else a directory. Either is built under a temp name beside OUT and renamed into place at
@@ -397,6 +402,11 @@ def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | byte
             raise InputError(f"{out}: exists and is not empty; choose a new output path")
     elif target.exists() or target.is_symlink():
         raise InputError(f"{out}: already exists; choose a new output path (collect never overwrites)")
+    data = manifest.to_json()
+    if not raw:
+        from diagnose.evidence.redact import mask_bytes, mask_file, redact, scrub
+
+        data = scrub(data)
     umask = os.umask(0o022)
     os.umask(umask)
     made: list[Path] = []  # exactly the temp paths made here, removed on every way out
@@ -406,13 +416,19 @@ def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | byte
         stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
         made.append(stage)
         for relative, source in copies.items():
-            location = _inside(stage, relative, f"{out}: bundle path")
+            location = _inside(stage, relative if raw else redact(relative), f"{out}: bundle path")
             location.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(source, bytes):
-                location.write_bytes(source)
-            else:
-                shutil.copyfile(source, location)
-        (stage / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+            try:
+                if isinstance(source, bytes):
+                    location.write_bytes(source if raw else mask_bytes(source))
+                elif raw:
+                    shutil.copyfile(source, location)
+                else:
+                    mask_file(source, location)
+            except (EOFError, ValueError) as exc:  # a compressed log that is cut short or corrupt
+                where = relative if isinstance(source, bytes) else source
+                raise InputError(f"{where}: cannot copy into the bundle ({exc})") from None
+        (stage / MANIFEST).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
         if archive:
             fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
             made.append(Path(tmp_name))

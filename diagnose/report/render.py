@@ -60,8 +60,9 @@ def reporter(fmt: Format) -> Reporter:
 
     def masked(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
                rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None:
+        from diagnose.evidence.redact import scrub
         from diagnose.evidence.safetext import visible
-        from diagnose.report.redact import redact_diagnosis, scrub
+        from diagnose.report.redact import redact_diagnosis
 
         # Masking sees the raw text (a secret's context may hold any byte); then every string a
         # format could print loses its terminal escapes, bidi overrides, newlines and surrogates.
