@@ -21,6 +21,8 @@ from enum import Enum
 from pathlib import PurePath
 from typing import Any, TypeVar
 
+import regex
+
 from diagnose.findings import Diagnosis
 
 MASK = "***"
@@ -38,24 +40,32 @@ _VALUE = r"(?:(?P<q>['\"])(?P<quoted>(?!\*\*\*)[^'\"\n]+)(?P=q)|(?P<bare>(?![\[<
 # Names whose value is a secret. Upper case: the environment-variable shapes the issue names
 # (*_TOKEN=, *_KEY=, *_SECRET=, *PASSWORD=). Lower case only for names that cannot be anything
 # else, so tokenizer fields (pad_token, eos_token) and dict keys like sort_key stay readable.
-_UPPER_NAMES = r"[A-Z0-9_]*(?:_TOKEN|_KEY|_SECRET|PASSWORD|_PASSWD|_PAT|_CREDENTIALS)"
+# Name prefixes are bounded ({0,64}): an unbounded run tried from every '_' of a long line of
+# underscores is quadratic (a 200 KB line took 21 s).
+_UPPER_NAMES = r"[A-Z0-9_]{0,64}(?:_TOKEN|_KEY|_SECRET|PASSWORD|_PASSWD|_PAT|_CREDENTIALS)"
 _LOWER_NAMES = (
     r"(?i:aws_secret_access_key|secret_?access_?key|aws_access_key_id|aws_session_token|api_?key|"
     r"access_?token|auth_?token|refresh_?token|id_?token|bearer_?token|client_?secret|private_?key|"
-    r"hf_?token|wandb_?api_?key|openai_?api_?key|[a-z0-9_]*password|passwd|[a-z0-9_]+_secret)"
+    r"hf_?token|wandb_?api_?key|openai_?api_?key|[a-z0-9_]{0,64}password|passwd|[a-z0-9_]{1,64}_secret)"
 )
 
 
 class _Pattern:
     """A regex whose group 'secret' (or 'quoted'/'bare' of a value) is replaced by the mask."""
 
-    def __init__(self, name: str, pattern: str, flags: int = 0) -> None:
+    def __init__(self, name: str, pattern: str, flags: int = 0, accept: Callable[[str], bool] | None = None,
+                 engine: Any = re) -> None:
         self.name = name
-        self.regex = re.compile(pattern, flags)
+        self.regex: Any = engine.compile(pattern, flags)
+        # A test on the whole match done in code: a lookahead doing it is re-run from every
+        # start inside a long run, which is quadratic.
+        self.accept = accept
 
     def sub(self, text: str, found: set[str] | None = None) -> str:
-        def mask(match: re.Match[str]) -> str:
-            whole = match.group(0)
+        def mask(match: Any) -> str:  # a re.Match or a regex.Match
+            whole: str = match.group(0)
+            if self.accept is not None and not self.accept(whole):
+                return whole
             start = match.start(0)
             for group in ("secret", "quoted", "bare"):
                 if group in match.re.groupindex and match.group(group) is not None:
@@ -67,7 +77,8 @@ class _Pattern:
                 found.add(whole)
             return MASK
 
-        return self.regex.sub(mask, text)
+        masked: str = self.regex.sub(mask, text)
+        return masked
 
 
 def _wandb_login(found: set[str] | None) -> Callable[[re.Match[str]], str]:
@@ -85,7 +96,8 @@ def _wandb_login(found: set[str] | None) -> Callable[[re.Match[str]], str]:
 
 PATTERNS: tuple[_Pattern, ...] = (
     # https://user:password@host/...
-    _Pattern("url-credentials", r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@'\"]+:(?P<secret>[^@\s/'\"]+)@"),
+    # (a scheme is short: unbounded, `a.a.a.…` is tried from every letter to its end)
+    _Pattern("url-credentials", r"\b[a-zA-Z][a-zA-Z0-9+.-]{0,31}://[^/\s:@'\"]+:(?P<secret>[^@\s/'\"]+)@"),
     # Authorization: Bearer xxx / token xxx / Basic xxx (also as 'Authorization': '...' in a dict repr)
     _Pattern(
         "authorization-header",
@@ -95,16 +107,21 @@ PATTERNS: tuple[_Pattern, ...] = (
     _Pattern("api-key-header", r"(?i)\bx-(?:api|auth|access)-(?:key|token)['\"]?\s*[:=]\s*['\"]?(?P<secret>(?!\*\*\*)[^\s'\",;]+)"),
     _Pattern("bearer", r"(?i)\bbearer\s+(?P<secret>(?!\*\*\*)[A-Za-z0-9._~+/=-]{16,})"),
     # NAME=value, NAME: value, NAME="value", 'name': 'value'
-    _Pattern("assignment", r"(?<![A-Za-z0-9])(?:" + _UPPER_NAMES + r"|" + _LOWER_NAMES + r")\b['\"]?\s*(?:=|:)\s*" + _VALUE),
+    # The name is a lookbehind (the `regex` module's, of any width) so that a match is only tried
+    # at an `=` or `:`: tried from every character before them it cost ~600 steps per '_'.
+    _Pattern("assignment", r"(?<=(?<![A-Za-z0-9])(?:" + _UPPER_NAMES + r"|" + _LOWER_NAMES + r")\b['\"]?\s*)(?:=|:)\s*"
+             + _VALUE, engine=regex),
     # Python keyword `key=` in a login call: wandb.login(key="...")
-    _Pattern("login-key", r"\blogin\([^)]*?\bkey\s*=\s*" + _VALUE),
+    _Pattern("login-key", r"\blogin\([^)]{0,512}?\bkey\s*=\s*" + _VALUE),
     # Token shapes, wherever they stand. The well-known prefix stays: it names the kind of token.
     _Pattern("huggingface", r"\b(?:hf_|api_org_)(?P<secret>[A-Za-z0-9]{30,})\b"),
     _Pattern("github", r"\b(?:ghp|gho|ghu|ghs|ghr)_(?P<secret>[A-Za-z0-9]{30,})\b"),
     _Pattern("github-pat", r"\bgithub_pat_(?P<secret>[A-Za-z0-9_]{30,})\b"),
     _Pattern("gitlab", r"\bglpat-(?P<secret>[A-Za-z0-9_-]{20,})"),
     _Pattern("aws-access-key-id", r"\b(?:AKIA|ASIA|ABIA|ACCA)(?P<secret>[A-Z0-9]{16})\b"),
-    _Pattern("openai-style", r"\bsk-(?P<secret>(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,})"),
+    # A digit in it, checked on the match (the token run is then consumed once, not per `sk-`).
+    _Pattern("openai-style", r"\bsk-(?P<secret>[A-Za-z0-9_-]{20,})",
+             accept=lambda whole: any(c.isdigit() for c in whole[3:])),
     _Pattern("slack", r"\bxox[abposr]-(?P<secret>[A-Za-z0-9-]{10,})"),
     _Pattern("google-api-key", r"\bAIza(?P<secret>[0-9A-Za-z_-]{35})\b"),
     _Pattern("jwt", r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
