@@ -26,7 +26,7 @@ from diagnose.evidence import (
 from diagnose.findings import Diagnosis
 from diagnose.rules import RuleSet
 from diagnose.sniff import rank_from_path, skip_in_folder, sniff, split_kind
-from diagnose.textio import HEAD_BYTES, looks_binary, read_head, read_text
+from diagnose.textio import HEAD_BYTES, looks_binary, not_regular, read_head, read_text
 
 if TYPE_CHECKING:
     from diagnose.evidence import GpuState
@@ -77,7 +77,7 @@ def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], lis
             if not found:
                 raise InputError(f"{raw}: no log, kernel log, nvidia-smi or package list found in this directory")
             continue
-        if forced is None and is_bundle(path):
+        if forced is None and not_regular(path) is None and is_bundle(path):
             bundles.append(path)
             continue
         entry = _entry(path, forced, notes, strict=True)
@@ -99,6 +99,12 @@ def is_bundle(path: Path) -> bool:
 
 
 def _entry(path: Path, forced: FileKind | None, notes: list[str], strict: bool) -> FileEntry | None:
+    special = not_regular(path)
+    if special is not None:  # before any open: a FIFO blocks it forever
+        if strict:
+            raise InputError(f"{path}: not a regular file ({special}), nothing to scan")
+        notes.append(f"skipped {_display(path)}: not a regular file ({special})")
+        return None
     try:
         if not os.access(path, os.R_OK):
             raise InputError(f"{path}: permission denied")

@@ -252,7 +252,18 @@ class LocalHost(Host):
         return sorted(glob_module.glob(pattern, recursive=True))
 
     def read_bytes(self, path: str, limit: int, offset: int = 0) -> bytes:
-        with open(path, "rb") as handle:
+        # Opened non-blocking and checked before reading: a FIFO would block the open (and the
+        # read) until a writer came, a device would never end.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            os.close(fd)
+            raise
+        if not stat_module.S_ISREG(mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        with open(fd, "rb") as handle:
             if offset < 0:
                 size = os.fstat(handle.fileno()).st_size
                 handle.seek(max(0, size + offset))
