@@ -19,12 +19,12 @@ CASES = {
     # tracebacks._FATAL: `.*double free detected.*` inside a search
     "fatal-line": ("from diagnose.tracebacks import crashes_in_text as f", "'hf_'"),
     "fatal-spaces": ("from diagnose.tracebacks import crashes_in_text as f", "'a '"),
-    # redact: assignment names, sk- tokens, URL schemes, login(
-    "redact-underscores": ("from diagnose.redact import redact as f", "'_'"),
+    # redact: assignment names, sk- tokens, URL schemes, login( ("token " opens redact's gate)
+    "redact-underscores": ("from diagnose.redact import redact as f", "'_'", "'token '"),
     "redact-key-names": ("from diagnose.redact import redact as f", "'KEY_'"),
     "redact-sk": ("from diagnose.redact import redact as f", "'sk-'"),
-    "redact-scheme": ("from diagnose.redact import redact as f", "'a.'"),
-    "redact-login": ("from diagnose.redact import redact as f", "'login('"),
+    "redact-scheme": ("from diagnose.redact import redact as f", "'a.'", "'token '"),
+    "redact-login": ("from diagnose.redact import redact as f", "'login('", "'token '"),
     # sarif fingerprint: a leading '[' and a long digit run
     "sarif-bracket-digits": ("from diagnose.report.sarif import normalise as f", "'1'", "'['"),
     # cuda device assertion site
