@@ -123,8 +123,9 @@ def test_failing_tools_are_gaps_with_reasons(tmp_path: Path) -> None:
 class NobodyHost(LocalHost):
     """This machine, but commands run as the unprivileged user nobody (as a normal user's would)."""
 
-    def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str | None] | None = None) -> CommandResult:
-        result = super().run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv], timeout, env)
+    def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str | None] | None = None,
+            keep: str = "head") -> CommandResult:
+        result = super().run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv], timeout, env, keep)
         return dataclasses.replace(result, argv=tuple(argv))
 
 

@@ -1,9 +1,10 @@
 """The line scanner: every pattern of a kind searched in one pass over each file.
 
 Lines are as users see them: ANSI escapes stripped, '\\r' (a progress bar's update) ends a
-line as '\\n' does, invalid UTF-8 shows as U+FFFD, a line longer than 64 KiB is cut there
-(and counted). Line numbers count '\\n' only, as editors and grep do, so they stay true to the
-file: a progress bar's updates share the number of the '\\n' line holding them.
+line as '\\n' does, invalid UTF-8 shows as U+FFFD, a line longer than 64 KiB is cut there as
+it is read (textio.iter_blocks; counted). Line numbers count '\\n' only, as editors and grep
+do, so they stay true to the file: a progress bar's updates share the number of the '\\n' line
+holding them.
 
 A file is read once, in 16 MiB pieces into reused buffers (textio.iter_blocks); a thread
 reads ahead, counting each piece's newlines as it comes. In each piece a finder nominates
@@ -44,14 +45,15 @@ from diagnose.evidence.lines import ANSI_BYTES, kernel_time, log_time, rank_of
 from diagnose.evidence.model import TextFile, TextKind
 from diagnose.evidence.textio import (
     CHUNK_BYTES,
+    LineCuts,
     file_size,
     is_compressed,
     iter_blocks,
     prefetch,
     remember_newlines,
 )
+from diagnose.evidence.textio import MAX_LINE as MAX_LINE  # the line cap, applied as files are read
 
-MAX_LINE = 64 * 1024
 KEEP = 3  # hits kept at each end, per pattern and rank
 LINE_TIMEOUT = 1.0  # seconds one pattern may spend confirming one line before we give up
 CONFIRM_BUDGET = 2.0  # seconds of slow confirmations one pattern may spend on one file
@@ -159,24 +161,6 @@ def line_bounds(buf: Buffer, pos: int, size: int) -> tuple[int, int]:
         end = size
     cr = buf.find(b"\r", pos, end)
     return start, (cr if cr >= 0 else end)
-
-
-def count_long_lines(buf: Buffer, size: int, limit: int = MAX_LINE) -> int:
-    """Lines ('\\r' or '\\n' separated) longer than `limit` bytes, found by jumping ~limit
-    bytes per step: cheap, as a window without a '\\n' is rare and then searched for '\\r'."""
-    count = 0
-    pos = 0
-    while pos + limit < size:
-        sep = buf.rfind(b"\n", pos, pos + limit + 1)
-        if sep < 0:
-            sep = buf.rfind(b"\r", pos, pos + limit + 1)
-        if sep >= 0:
-            pos = sep + 1
-            continue
-        count += 1
-        _start, end = line_bounds(buf, pos + limit, size)
-        pos = end + 1
-    return count
 
 
 # ---------------------------------------------------------------- candidate finders
@@ -515,7 +499,8 @@ class Scanner:
         base_line = 1
         context = b""  # the bytes before the piece, for timestamps of lines that have none
         chunk_bytes = chunk_bytes or CHUNK_BYTES
-        pieces = _counted(iter_blocks(source.path, chunk_bytes, ring=3))
+        cuts = LineCuts()  # lines longer than MAX_LINE, cut as they are read
+        pieces = _counted(iter_blocks(source.path, chunk_bytes, ring=3, cuts=cuts))
         if is_compressed(source.path) or file_size(source.path) > chunk_bytes:
             # Reading, counting lines and looking for escapes happen a piece ahead, in a thread
             # (while this one waits for hyperscan, which holds no lock): two cores both busy.
@@ -532,7 +517,6 @@ class Scanner:
             job = None
             if self._finder is not None:
                 job = _Job(self._finder, buf, size, self._threaded and size >= _THREAD_MIN, frozenset(result.stopped))
-            result.cut_lines += count_long_lines(buf, size)
             if job is not None:
                 runs = job.wait()
                 if runs:
@@ -541,6 +525,7 @@ class Scanner:
             base_line += newlines
             with memoryview(buf) as view, view[max(0, size - _CONTEXT_BYTES) : size] as tail:
                 context = bytes(tail) if size >= _CONTEXT_BYTES else (context + bytes(tail))[-_CONTEXT_BYTES:]
+        result.cut_lines = cuts.lines
         self._finish(result, year)
         remember_newlines(source.path, result.bytes, result.lines)  # the crash finder reads the tail next
         result.seconds = time.perf_counter() - started

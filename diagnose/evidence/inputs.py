@@ -11,7 +11,14 @@ from diagnose.errors import InputError
 from diagnose.evidence.assemble import FileEntry, display_path, evidence_from_files, merge
 from diagnose.evidence.model import Evidence, FileKind
 from diagnose.evidence.sniff import rank_from_path, skip_in_folder, sniff, split_kind
-from diagnose.evidence.textio import HEAD_BYTES, looks_binary, read_head, why_unreadable
+from diagnose.evidence.textio import (
+    HEAD_BYTES,
+    looks_binary,
+    not_regular,
+    read_head,
+    special_kind,
+    why_unreadable,
+)
 
 MAX_DEPTH = 64  # folders below a scanned folder; deeper ones are reported as skipped
 
@@ -52,7 +59,10 @@ def _walk(folder: Path, notes: list[str]) -> Iterable[Path]:
                 continue
             if stat_module.S_ISREG(st.st_mode):
                 yield path
-            # A FIFO, socket or device would block or never end a read; a link to a folder is not followed.
+            elif (special := special_kind(st.st_mode)) is not None:
+                # A FIFO, socket or device would block or never end a read: said, never opened.
+                notes.append(f"skipped {display_path(path)}: not a regular file ({special})")
+            # A link to a folder is not followed.
         if depth + 1 > MAX_DEPTH:
             notes.extend(f"skipped {display_path(sub)}/: deeper than {MAX_DEPTH} folders" for sub in subfolders)
             continue
@@ -92,7 +102,7 @@ def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], lis
             if not found:
                 raise InputError(f"{raw}: no log, kernel log, nvidia-smi or package list found in this directory")
             continue
-        if forced is None and is_bundle(path):
+        if forced is None and not_regular(path) is None and is_bundle(path):
             bundles.append(path)
             continue
         entry = _entry(path, forced, notes, strict=True)
@@ -130,6 +140,12 @@ def is_bundle(path: Path) -> bool:
 
 
 def _entry(path: Path, forced: FileKind | None, notes: list[str], strict: bool) -> FileEntry | None:
+    special = not_regular(path)
+    if special is not None:  # before any open: a FIFO blocks it forever
+        if strict:
+            raise InputError(f"{path}: not a regular file ({special}), nothing to scan")
+        notes.append(f"skipped {display_path(path)}: not a regular file ({special})")
+        return None
     try:
         # open() says why it cannot read (ELOOP: symlink loop, EACCES: permission denied); os.access
         # would call a loop "permission denied", and root may read what it denies.

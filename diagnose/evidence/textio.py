@@ -9,8 +9,11 @@ import contextlib
 import io
 import os
 import queue
+import re
+import stat as stat_module
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar, cast
 
@@ -22,6 +25,101 @@ HEAD_BYTES = 64 * 1024
 CHUNK_BYTES = 16 * 1024 * 1024
 # A run of text with no newline longer than this is cut into chunks anyway.
 MAX_CARRY = 64 * 1024 * 1024
+# A line ('\r' or '\n' ends one) longer than this keeps its first MAX_LINE bytes; the rest is
+# dropped as it is read, so nothing downstream (regexes, hyperscan, buffers) ever sees more, and
+# a 10 GB line costs one pass and 16 MiB of memory.
+MAX_LINE = 64 * 1024
+_SEPARATOR = re.compile(rb"[\r\n]")
+
+
+@dataclass
+class LineCuts:
+    """What the line cap dropped while reading one file."""
+
+    lines: int = 0  # lines cut to their first MAX_LINE bytes
+    dropped: int = 0  # bytes dropped
+
+
+def _last_separator(buf: bytearray, start: int, end: int) -> int:
+    return max(buf.rfind(b"\n", start, end), buf.rfind(b"\r", start, end))
+
+
+def cap_region(buf: bytearray, start: int, end: int, run: int, cuts: LineCuts, limit: int = MAX_LINE) -> tuple[int, int]:
+    """Cut, in place, every line of buf[start:end] at `limit` bytes; `run` is the length of the
+    line already under way before `start` (its bytes as read, dropped ones too). Returns the new
+    end of the kept bytes and the length of the line under way at `end`.
+
+    Linear: the search jumps `limit` bytes a step (a window holding a separator moves on past
+    its last one) and each kept byte is copied at most once, only after a cut.
+    """
+    write = start
+    pos = start
+    while pos < end:
+        if run > limit:  # inside a cut line: drop up to its end
+            found = _SEPARATOR.search(buf, pos, end)
+            stop = found.start() if found else end
+            cuts.dropped += stop - pos
+            run += stop - pos
+            pos = stop
+            if found:
+                run = 0
+            continue
+        span = pos
+        while True:
+            over = pos + (limit - run)  # the first byte past the limit, if no separator comes first
+            if over >= end:
+                last = _last_separator(buf, pos, end)
+                run = end - last - 1 if last >= 0 else run + (end - pos)
+                pos = end
+                break
+            last = _last_separator(buf, pos, over + 1)
+            if last >= 0:
+                run = 0
+                pos = last + 1
+                continue
+            cuts.lines += 1
+            run = limit + 1
+            pos = over
+            break
+        if write != span:
+            buf[write : write + (pos - span)] = buf[span:pos]  # a copy: the two ranges overlap
+        write += pos - span
+    return write, run
+
+
+def cap_lines(data: bytes, limit: int = MAX_LINE) -> tuple[bytes, int]:
+    """`data` with each line cut at `limit` bytes, and how many were cut."""
+    cuts = LineCuts()
+    if len(data) <= limit:
+        return data, 0
+    buf = bytearray(data)
+    end, _run = cap_region(buf, 0, len(buf), 0, cuts, limit)
+    if not cuts.lines:
+        return data, 0
+    del buf[end:]
+    return bytes(buf), cuts.lines
+
+
+def special_kind(mode: int) -> str | None:
+    """What a non-regular, non-directory file is ("a FIFO", "a socket", ...); None for a regular
+    file or a directory. Reading one blocks forever (a FIFO with no writer) or never ends (/dev/zero)."""
+    if stat_module.S_ISREG(mode) or stat_module.S_ISDIR(mode):
+        return None
+    if stat_module.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat_module.S_ISSOCK(mode):
+        return "a socket"
+    if stat_module.S_ISCHR(mode) or stat_module.S_ISBLK(mode):
+        return "a device"
+    return "not a file"
+
+
+def not_regular(path: Path) -> str | None:
+    """`special_kind` of what `path` names (after symlinks); None when it cannot be stat'ed."""
+    try:
+        return special_kind(os.stat(path).st_mode)
+    except OSError:
+        return None
 
 
 def why_unreadable(exc: OSError) -> str:
@@ -41,8 +139,12 @@ def why_unreadable(exc: OSError) -> str:
 
 
 def open_stream(path: Path) -> IO[bytes]:
-    """Open a file for binary reading, decompressing .gz/.bz2/.xz transparently."""
+    """Open a file for binary reading, decompressing .gz/.bz2/.xz transparently. Anything but
+    a regular file is refused before it is opened (opening a FIFO blocks until a writer comes)."""
     name = path.name.lower()
+    special = not_regular(path)
+    if special is not None:
+        raise InputError(f"{path}: not a regular file ({special})")
     try:
         # Decompressors are imported when a compressed file comes: most runs never need them.
         if name.endswith(".gz"):
@@ -120,25 +222,31 @@ def read_tail(path: Path, limit: int) -> tuple[bytes, int]:
     """The last `limit` bytes of the (decompressed) file, starting at a line boundary, and the
     1-based number of the first line returned."""
     if is_compressed(path):
-        window = b""
-        next_line = 1
-        for base_line, chunk in iter_chunks(path):
-            window = (window + chunk)[-limit:]
-            next_line = base_line + chunk.count(b"\n")
-        first_line = next_line - window.count(b"\n")
-        whole = first_line == 1 and next_line == 1 + window.count(b"\n")
-        return (window, 1) if whole and len(window) < limit else _drop_partial_line(window, first_line)
+        # The crash finder and the run-log analyzer both ask for the same tail: a compressed
+        # one costs a whole decompression (10 GB for a gz bomb), so it is kept a while.
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            raise _read_error(path, exc) from None
+        key = (str(path), limit, stat.st_size, stat.st_mtime_ns)
+        kept = _TAILS.get(key)
+        if kept is None:
+            kept = _compressed_tail(path, limit)
+            if len(_TAILS) >= 4:
+                _TAILS.pop(next(iter(_TAILS)))
+            _TAILS[key] = kept
+        return kept
     try:
         stat = path.stat()
         size = stat.st_size
         with open(path, "rb") as handle:
             if size <= limit:
-                return handle.read(), 1
+                return _capped(handle.read(), 1)
             handle.seek(size - limit)
             data = handle.read(limit)
             total = _NEWLINES.get((str(path), size, stat.st_mtime_ns))
             if total is not None and len(data) == limit:  # the scan counted them already
-                return _drop_partial_line(data, total - data.count(b"\n") + 1)
+                return _capped(*_drop_partial_line(data, total - data.count(b"\n") + 1))
             # Counting newlines before the window costs one pass over the head; it keeps line
             # numbers true to the file.
             handle.seek(0)
@@ -152,7 +260,26 @@ def read_tail(path: Path, limit: int) -> tuple[bytes, int]:
                 remaining -= len(block)
     except OSError as exc:
         raise _read_error(path, exc) from None
-    return _drop_partial_line(data, before + 1)
+    return _capped(*_drop_partial_line(data, before + 1))
+
+
+def _capped(data: bytes, line_no: int) -> tuple[bytes, int]:
+    # The tail is read straight from the file, past iter_blocks: the line cap is applied here.
+    return cap_lines(data)[0], line_no
+
+
+_TAILS: dict[tuple[str, int, int, int], tuple[bytes, int]] = {}
+
+
+def _compressed_tail(path: Path, limit: int) -> tuple[bytes, int]:
+    window = b""
+    next_line = 1
+    for base_line, chunk in iter_chunks(path):
+        window = (window + chunk)[-limit:]
+        next_line = base_line + chunk.count(b"\n")
+    first_line = next_line - window.count(b"\n")
+    whole = first_line == 1 and next_line == 1 + window.count(b"\n")
+    return (window, 1) if whole and len(window) < limit else _drop_partial_line(window, first_line)
 
 
 def _drop_partial_line(data: bytes, line_no: int) -> tuple[bytes, int]:
@@ -194,7 +321,8 @@ def iter_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[in
         line_no += chunk.count(b"\n")
 
 
-def iter_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES, ring: int = 2) -> Iterator[tuple[bytearray, int]]:
+def iter_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES, ring: int = 2,
+                cuts: LineCuts | None = None) -> Iterator[tuple[bytearray, int]]:
     """Yield (buffer, size): the (decompressed) file in pieces, `buffer[:size]`, each ending at
     a newline except the file's last and a line longer than MAX_CARRY (cut at a '\\r' if it
     has one, else anywhere).
@@ -203,7 +331,12 @@ def iter_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES, ring: int = 2) -> It
     allocation per piece: a piece stays valid while the next `ring - 1` pieces are read
     (with the default of 2: while the next one is read), then its buffer is reused. Only the
     unfinished line at a piece's end is copied, to the next buffer's start.
+
+    Lines are cut at MAX_LINE as they are read (counted in `cuts`): memory and every later
+    step stay bounded whatever the file (a .gz expanding to one 10 GB line).
     """
+    cuts = cuts if cuts is not None else LineCuts()
+    run = 0  # length, as read, of the line under way at the end of what was kept
     ring = max(ring, 2)
     known = file_size(path) if not is_compressed(path) else 0
     # A small file gets a buffer its size: allocating (and zeroing) 16 MiB would dominate.
@@ -225,7 +358,7 @@ def iter_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES, ring: int = 2) -> It
                     if not count:
                         eof = True
                         break
-                    filled += count
+                    filled, run = cap_region(buffer, filled, filled + count, run, cuts)
             if not filled:
                 break
             if eof:

@@ -16,18 +16,59 @@ import contextlib
 import errno
 import os
 import pwd
+import selectors
 import signal
 import socket
 import stat as stat_module
 import subprocess
 import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-# Output beyond this is dropped (a command gone wild must not fill memory).
+# Output beyond this is dropped as it is read (a command gone wild must not fill memory): a
+# command whose start matters is killed there, one whose end matters (dmesg, keep="tail") is
+# read to its end keeping the last MAX_OUTPUT bytes.
 MAX_OUTPUT = 64 * 1024 * 1024
+_READ = 64 * 1024
+
+
+class _Kept:
+    """A pipe's output, bounded: its first `cap` bytes (keep="head") or its last (keep="tail")."""
+
+    def __init__(self, cap: int, keep: str) -> None:
+        self.cap = cap
+        self.keep = keep
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+        self.truncated = False
+
+    def add(self, data: bytes) -> bool:
+        """Keep `data`; False once a head is full (stop reading)."""
+        if self.keep == "head":
+            room = self.cap - self.size
+            if len(data) > room:
+                data = data[:room]
+                self.truncated = True
+            if data:
+                self.chunks.append(data)
+                self.size += len(data)
+            return not self.truncated
+        self.chunks.append(data)
+        self.size += len(data)
+        while self.size - len(self.chunks[0]) >= self.cap:  # whole old chunks out, a ring
+            self.size -= len(self.chunks.popleft())
+            self.truncated = True
+        return True
+
+    def value(self) -> bytes:
+        data = b"".join(self.chunks)
+        if len(data) > self.cap:
+            data = data[-self.cap :]
+            self.truncated = True
+        return data
 
 
 @dataclass(frozen=True)
@@ -39,6 +80,7 @@ class CommandResult:
     seconds: float = 0.0
     timed_out: bool = False
     error: str | None = None  # could not start: "not found", "permission denied", ...
+    truncated: bool = False  # output over MAX_OUTPUT: cut (keep="head": the command was stopped there)
 
     @property
     def ok(self) -> bool:
@@ -57,6 +99,8 @@ class CommandResult:
         name = os.path.basename(self.argv[0]) if self.argv else "?"
         if self.timed_out:
             return f"{name} timed out after {self.seconds:.0f} s"
+        if self.truncated and self.rc is not None and self.rc < 0:
+            return f"{name} printed more than {MAX_OUTPUT // (1024 * 1024)} MiB and was stopped"
         if self.error:
             return f"{name}: {self.error}"
         first = next((line.strip() for line in self.err.splitlines() if line.strip()), "")
@@ -94,8 +138,10 @@ class Host(ABC):
     local: bool = False  # this machine: diagnose's own Python and packages are usable there
 
     @abstractmethod
-    def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str | None] | None = None) -> CommandResult:
-        """Run a command; `env` entries update the environment (None removes a variable)."""
+    def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str | None] | None = None,
+            keep: str = "head") -> CommandResult:
+        """Run a command; `env` entries update the environment (None removes a variable). Output
+        over MAX_OUTPUT: keep="head" stops the command there, keep="tail" keeps its last bytes."""
 
     @abstractmethod
     def stat(self, path: str) -> FileStat | None:
@@ -169,6 +215,37 @@ def _kill_leftovers() -> None:
             os.killpg(pgid, signal.SIGKILL)
 
 
+def _drain(proc: subprocess.Popen[bytes], out: _Kept, err: _Kept, deadline: float) -> str:
+    """Read both pipes until they close ("eof"), the deadline ("timeout") or a kept head is full ("cap")."""
+    with selectors.DefaultSelector() as selector:
+        for pipe, kept in ((proc.stdout, out), (proc.stderr, err)):
+            if pipe is not None and not pipe.closed:
+                selector.register(pipe, selectors.EVENT_READ, kept)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout"
+            for key, _events in selector.select(min(left, 1.0)):
+                data = os.read(key.fd, _READ)
+                if not data:
+                    selector.unregister(key.fileobj)
+                    continue
+                if not key.data.add(data):
+                    return "cap"
+    return "eof"
+
+
+def _reap(proc: subprocess.Popen[bytes], deadline: float) -> int | None:
+    """The exit status, or None if it has not exited by the deadline (it is then killed)."""
+    try:
+        return proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.kill()
+        proc.wait()
+        return None
+
+
 class LocalHost(Host):
     """This machine."""
 
@@ -177,7 +254,8 @@ class LocalHost(Host):
     def __init__(self) -> None:
         self.name = socket.gethostname()
 
-    def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str | None] | None = None) -> CommandResult:
+    def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str | None] | None = None,
+            keep: str = "head") -> CommandResult:
         args = tuple(argv)
         full_env = dict(os.environ)
         for key, value in (env or {}).items():
@@ -202,29 +280,34 @@ class LocalHost(Host):
         except OSError as exc:
             return CommandResult(args, None, seconds=time.monotonic() - started, error=exc.strerror or str(exc))
         _RUNNING.add(proc.pid)
+        out, err = _Kept(MAX_OUTPUT, keep), _Kept(MAX_OUTPUT, "head")
         try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            try:
-                # A grandchild that left the group may still hold the pipes; do not wait on it.
-                stdout, stderr = proc.communicate(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                for pipe in (proc.stdout, proc.stderr):
-                    if pipe is not None:
-                        pipe.close()
-                proc.kill()
-                proc.wait()
-                stdout, stderr = b"", b""
-            return CommandResult(args, None, stdout[:MAX_OUTPUT], stderr[:MAX_OUTPUT], time.monotonic() - started, timed_out=True)
+            # Read as it comes, never all of it at once: 1 GB of dmesg cost 6 GB of memory.
+            finished = _drain(proc, out, err, started + timeout)
+            if finished == "cap":
+                _kill_group(proc)  # its start is what we keep: no need to let it go on
+                _drain(proc, out, err, time.monotonic() + 1.0)
+            elif finished == "timeout":
+                _kill_group(proc)
+                # A grandchild that left the group may still hold the pipes; do not wait long on it.
+                _drain(proc, out, err, time.monotonic() + 1.0)
+            rc = _reap(proc, started + timeout if finished == "eof" else time.monotonic() + 1.0)
         except BaseException:
             _kill_group(proc)
             proc.wait()
             raise
         finally:
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
             _RUNNING.discard(proc.pid)
         _kill_group(proc)  # leftovers of a command that exited but left children behind
-        return CommandResult(args, proc.returncode, stdout[:MAX_OUTPUT], stderr[:MAX_OUTPUT], time.monotonic() - started)
+        truncated = out.truncated or err.truncated
+        stdout, stderr = out.value(), err.value()
+        if rc is None or finished == "timeout":
+            return CommandResult(args, None, stdout, stderr, time.monotonic() - started, timed_out=True,
+                                 truncated=truncated)
+        return CommandResult(args, rc, stdout, stderr, time.monotonic() - started, truncated=truncated)
 
     def stat(self, path: str) -> FileStat | None:
         try:
@@ -252,7 +335,18 @@ class LocalHost(Host):
         return sorted(glob_module.glob(pattern, recursive=True))
 
     def read_bytes(self, path: str, limit: int, offset: int = 0) -> bytes:
-        with open(path, "rb") as handle:
+        # Opened non-blocking and checked before reading: a FIFO would block the open (and the
+        # read) until a writer came, a device would never end.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            os.close(fd)
+            raise
+        if not stat_module.S_ISREG(mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        with open(fd, "rb") as handle:
             if offset < 0:
                 size = os.fstat(handle.fileno()).st_size
                 handle.seek(max(0, size + offset))

@@ -88,8 +88,11 @@ XID_LINE = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)(?: GPU-I:\d+)?(?: GPU-CI:\d+)?\): (?P<xid>\d+),"
     r"(?: pid=(?P<pid>'?[^,]*'?),)?(?: name=(?P<name>[^,]*),)? ?(?P<msg>.*)"
 )
+# The site starts where a run of path characters starts: tried from inside the run too, a long
+# run (`____…`) was scanned to its end from each of its characters, quadratic. A match from
+# inside a run is also one from its start, so nothing is lost.
 _ASSERT = re.compile(
-    r"(?P<site>[\w./\\:-]*\.cuh?:\d+): (?:(?P<func>[^\[\]]{1,200}?): )?block: \[[\d,]+\], thread: \[[\d,]+\] Assertion `(?P<cond>.+)` failed\."
+    r"(?P<site>(?<![\w./\\:-])[\w./\\:-]*\.cuh?:\d+): (?:(?P<func>[^\[\]]{1,200}?): )?block: \[[\d,]+\], thread: \[[\d,]+\] Assertion `(?P<cond>.+)` failed\."
 )
 _CUDA_ERROR = re.compile(r"CUDA error: (?P<err>[A-Za-z][^.\n]*?)(?:\s*$| \(|\. | CUDA kernel| Search for|\\n)")
 _ROOT_XID_SUFFIX = re.compile(r"caused by previous Xid (?P<prev>\d+)")

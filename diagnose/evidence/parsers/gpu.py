@@ -155,6 +155,15 @@ def _yes_no(value: str | None) -> bool | None:
     return None
 
 
+def _unit_cut(cell: str) -> str:
+    """A CSV header without its trailing unit: "memory.used [MiB]" -> "memory.used". Done by
+    hand: the regex it replaces (`\\s*\\[.*?\\]\\s*$`) was quadratic on a cell of many '['."""
+    name = cell.strip()
+    if name.endswith("]") and "[" in name:
+        return name[: name.index("[")].rstrip()
+    return name
+
+
 def _count(value: str | None) -> int | None:
     if value is None:
         return None
@@ -357,7 +366,7 @@ def parse_csv(text: str, source: str) -> GpuState:
         raise ParseError(f"nvidia-smi --query-gpu CSV: {exc}") from None
     if not rows:
         return GpuState(source)
-    names = [re.sub(r"\s*\[.*?\]\s*$", "", cell.strip()).lower() for cell in rows[0]]
+    names = [_unit_cut(cell).lower() for cell in rows[0]]
 
     def clean(value: str) -> str | None:
         value = value.strip()

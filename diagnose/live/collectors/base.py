@@ -69,10 +69,12 @@ class Context:
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
 
-    def run(self, argv: Sequence[str], cap: float | None = None, env: Mapping[str, str | None] | None = None) -> CommandResult:
-        """Run a command on the host, killed (with its process group) at the collector's deadline."""
+    def run(self, argv: Sequence[str], cap: float | None = None, env: Mapping[str, str | None] | None = None,
+            keep: str = "head") -> CommandResult:
+        """Run a command on the host, killed (with its process group) at the collector's deadline.
+        keep="tail": output over the limit keeps its end (a kernel log's recent part)."""
         timeout = self.remaining() if cap is None else min(cap, self.remaining())
-        return self.host.run(argv, timeout, env)
+        return self.host.run(argv, timeout, env, keep)
 
     def save(self, relative: str, data: bytes) -> Path:
         """Keep captured bytes (a command's output) in a file, for the scanner and the bundle."""

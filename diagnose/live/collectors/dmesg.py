@@ -17,6 +17,7 @@ import time
 from diagnose.evidence.lines import dmesg_seconds, kernel_time
 from diagnose.evidence.model import FileKind
 from diagnose.live.collectors.base import Captured, Context, Output
+from diagnose.live.hosts import MAX_OUTPUT, CommandResult
 
 KERN_LOG_TAIL = 64 * 1024 * 1024  # the end of a syslog file is where the run's lines are
 _PERMISSION = re.compile(r"not permitted|permission denied|insufficient permissions", re.IGNORECASE)
@@ -38,10 +39,11 @@ def collect(ctx: Context) -> Output:
     if before_boot:
         tried.append("dmesg: the run ended before the last boot, the ring buffer only holds this boot")
     else:
-        result = ctx.run(["dmesg"], cap=ctx.remaining() * 0.4)
+        # The end of the ring buffer is the recent part: past the output limit its start goes.
+        result = ctx.run(["dmesg"], cap=ctx.remaining() * 0.4, keep="tail")
         if result.ok and result.stdout.strip():
-            kept, total = _window_dmesg(result.stdout, boot, start, end)
-            return _output(ctx, "dmesg", "kernel/dmesg.txt", kept, total, boot, start, end)
+            kept, total = _window_dmesg(_whole_lines(result), boot, start, end)
+            return _output(ctx, "dmesg", "kernel/dmesg.txt", kept, total, boot, start, end, result.truncated)
         tried.append(result.failure() if not result.ok else "dmesg printed nothing")
         denied |= bool(_PERMISSION.search(result.err)) or result.error == "permission denied"
         timed_out |= result.timed_out
@@ -50,11 +52,11 @@ def collect(ctx: Context) -> Output:
     if start is not None:
         argv += ["--since", f"@{int(start)}"]
     source = "journalctl -k" + (" -b -1" if before_boot else "")
-    result = ctx.run(argv, cap=ctx.remaining() * 0.6)
-    lines = [line for line in result.stdout.splitlines(keepends=True) if line.strip() and not line.startswith(b"-- ")]
+    result = ctx.run(argv, cap=ctx.remaining() * 0.6, keep="tail")
+    lines = [line for line in _whole_lines(result).splitlines(keepends=True) if line.strip() and not line.startswith(b"-- ")]
     if result.ok and lines:
         kept, total = _window_clock(b"".join(lines), start, end, time.localtime().tm_year)
-        return _output(ctx, source, "kernel/journalctl-k.txt", kept, total, boot, start, end)
+        return _output(ctx, source, "kernel/journalctl-k.txt", kept, total, boot, start, end, result.truncated)
     if result.ok:
         why = next((line.strip() for line in result.err.splitlines() if line.strip()), "") or "no entries"
         tried.append(f"{source}: {why}")
@@ -109,10 +111,19 @@ def _tmux_started(ctx: Context) -> float | None:
     return st.mtime - 2 if st is not None else None  # btime is whole seconds
 
 
+def _whole_lines(result: CommandResult) -> bytes:
+    """The output, without the partial first line a kept tail starts with."""
+    data = result.stdout
+    return data[data.find(b"\n") + 1 :] if result.truncated else data
+
+
 def _output(ctx: Context, source: str, bundle_path: str, kept: bytes, total: int, boot: float | None,
-            start: float | None, end: float | None) -> Output:
+            start: float | None, end: float | None, truncated: bool = False) -> Output:
     path = ctx.save(bundle_path.rsplit("/", 1)[-1], kept)
     out = Output()
+    if truncated:
+        out.notes.append(f"{source} printed more than {MAX_OUTPUT // (1024 * 1024)} MiB: only its last "
+                         f"{MAX_OUTPUT // (1024 * 1024)} MiB (the most recent lines) were kept")
     out.files.append(Captured(FileKind.DMESG, bundle_path, path, source, None, None, len(kept)))
     out.run.update({
         "boot_time": boot,

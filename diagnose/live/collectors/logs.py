@@ -52,6 +52,9 @@ def _file(ctx: Context, path: str, kind: FileKind | None, out: Output) -> Captur
         st = host.stat(path)
         if st is None:
             return None
+        if not st.is_file and not st.is_dir:  # a FIFO, socket or device: reading it may never end
+            out.notes.append(f"skipped {display}: not a regular file")
+            return None
         head = host.read_bytes(path, HEAD_BYTES)
     except PermissionError:
         out.gaps.append(Gap("logs", f"{display}: permission denied"))
