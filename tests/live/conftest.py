@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import FIXTURES, run_cli
 from tests.livehelpers import PrivateTmux, tmux_env
 
 MEMCG = Path("/sys/fs/cgroup/memory")
@@ -41,10 +41,12 @@ STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}")
 # The child that replays a real log as its own output: each line is printed when its turn comes
 # (the original gaps divided by SPEEDUP), with its timestamp replaced by the time it is printed
 # (shifted by SHIFT seconds); lines without a timestamp (tracebacks, warnings) are printed as they
-# were. Then it exits with EXIT, or sleeps forever when EXIT is "hang".
+# were. Then it exits with END, or sleeps forever when END is "hang". Its parameters come in the
+# environment, so that its command line is the run's own (`python3 train.py flex7`).
 REPLAY = textwrap.dedent('''\
-    import datetime, re, sys, time
-    source, speedup, shift, end = sys.argv[-4], float(sys.argv[-3]), float(sys.argv[-2]), sys.argv[-1]
+    import datetime, os, re, sys, time
+    source, end = os.environ.pop("REPLAY_SOURCE"), os.environ.pop("REPLAY_END")
+    speedup, shift = float(os.environ.pop("REPLAY_SPEEDUP")), float(os.environ.pop("REPLAY_SHIFT"))
     stamp = re.compile(r"\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d,\\d{3}")
     def parse(text):
         return datetime.datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
@@ -139,6 +141,16 @@ def oom_kill_in_own_memcg(tag: str, limit: int = 64 << 20) -> OomKill:
         remove_memcg(group)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark, at collection, the stories that need a capability this machine lacks, with the reason."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if not HAVE_MEMCG and names & {"unrelated_oom_kill", "memcg"}:
+            item.add_marker(pytest.mark.skip(reason=MEMCG_REASON))
+        if shutil.which("tmux") is None and "tmpdir_tmux" in names:
+            item.add_marker(pytest.mark.skip(reason=TMUX_REASON))
+
+
 @pytest.fixture
 def unrelated_oom_kill() -> OomKill:
     """Another user's python3 job on this machine, OOM-killed by the kernel in its own 64 MB
@@ -149,17 +161,32 @@ def unrelated_oom_kill() -> OomKill:
     return oom_kill_in_own_memcg("other-user")
 
 
+@dataclass
+class Memcg:
+    path: Path
+
+    @property
+    def name(self) -> str:
+        """As the kernel names it in oom_memcg= / task_memcg=."""
+        return "/" + self.path.name
+
+    def join(self) -> Callable[[], None]:
+        """A preexec_fn that moves the child into this memory cgroup before it execs."""
+        return join(self.path)
+
+
 @pytest.fixture
-def memcg() -> Iterator[Callable[[int], Path]]:
-    """Make fresh memory cgroups (limit in bytes); all are removed in teardown."""
+def memcg() -> Iterator[Callable[[int], Memcg]]:
+    """memcg(limit_bytes): a fresh memory cgroup (memsw limited alike); all are removed in teardown,
+    their remaining tasks SIGKILLed first."""
     if not HAVE_MEMCG:
         pytest.skip(MEMCG_REASON)
     made: list[Path] = []
 
-    def make(limit: int) -> Path:
+    def make(limit: int) -> Memcg:
         group = make_memcg(f"diagnose-story-{os.getpid()}-{time.monotonic_ns()}", limit)
         made.append(group)
-        return group
+        return Memcg(group)
 
     yield make
     for group in made:
@@ -168,6 +195,24 @@ def memcg() -> Iterator[Callable[[int], Path]]:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(pid), signal.SIGKILL)
         remove_memcg(group)
+
+
+@pytest.fixture
+def dmesg_kill() -> Callable[[int], str]:
+    """dmesg_kill(pid): the kernel's "Killed process PID (...)" line (fails when there is none)."""
+    return dmesg_kill_line
+
+
+@pytest.fixture
+def python3() -> str:
+    """The interpreter of the stories' processes (stdlib only); they run as `python3 ...`."""
+    return PYTHON3
+
+
+@pytest.fixture
+def seeds() -> Path:
+    """The repo's fixtures/ folder (real logs of real runs)."""
+    return FIXTURES
 
 
 @pytest.fixture
@@ -213,9 +258,11 @@ def replay(procs: Callable[..., subprocess.Popen[bytes]]) -> Callable[..., subpr
         (run_dir / "train.py").write_text(REPLAY)
         source = run_dir.parent / f"replay-source-{time.monotonic_ns()}.txt"  # outside the run dir
         source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        env = {**os.environ, "REPLAY_SOURCE": str(source), "REPLAY_SPEEDUP": str(speedup),
+               "REPLAY_SHIFT": str(shift), "REPLAY_END": end}
         with open(log, "wb") as out:
-            return procs(["python3", *(argv or ["train.py"]), str(source), str(speedup), str(shift), end],
-                         executable=PYTHON3, cwd=run_dir, stdout=out, stderr=subprocess.STDOUT)
+            return procs(["python3", *(argv or ["train.py"])], executable=PYTHON3, cwd=run_dir, stdout=out,
+                         stderr=subprocess.STDOUT, env=env)
 
     return start
 
@@ -243,12 +290,28 @@ class TmpdirTmux(PrivateTmux):
         self.pane_pids.append(int(self.tmux("display-message", "-p", "-t", session, "#{pane_pid}").stdout))
         return self.pids[-1]
 
+    def panes_alive(self, timeout: float = 3) -> list[int]:
+        """The pane processes still alive after `timeout` s (they die of SIGHUP when the server does)."""
+        deadline = time.time() + timeout
+        while True:
+            alive = [pid for pid in self.pane_pids if _alive(pid)]
+            if not alive or time.time() > deadline:
+                return alive
+            time.sleep(0.05)
+
     def close(self) -> None:
         super().close()
         for pid in self.pane_pids:  # each pane leads its own session and process group
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
         shutil.rmtree(self.tmpdir, ignore_errors=True)  # the stale socket with it
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 @pytest.fixture

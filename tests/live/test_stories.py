@@ -18,9 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import FIXTURES, run_cli
-from tests.live.conftest import PYTHON3, Diagnosis, OomKill, dmesg_kill_line, join
-
 DAY = 86400
 SEVERE = ("critical", "error")
 KILLED = re.compile(r"Killed process (\d+) \(")
@@ -41,7 +38,7 @@ def killed_pids(cause: dict[str, Any]) -> set[int]:
     return {int(m) for e in cause["evidence"] for m in KILLED.findall(e.get("text") or "")}
 
 
-def assert_host_kills_not_blamed(d: Diagnosis, own: set[int] = frozenset(), unrelated: OomKill | None = None) -> None:
+def assert_host_kills_not_blamed(d: Any, own: frozenset[int] = frozenset(), unrelated: Any = None) -> None:
     """Every kernel OOM kill that is not of the run's own processes (the planted one, and any
     other kill this shared machine's dmesg holds) is `elsewhere`, or a context cause: never
     attributed to the run, never ranked first, never a reason to fail."""
@@ -61,42 +58,44 @@ def assert_host_kills_not_blamed(d: Diagnosis, own: set[int] = frozenset(), unre
                 assert entry.get("attribution", "elsewhere") == "elsewhere", entry
 
 
-def top(d: Diagnosis) -> dict[str, Any]:
+def top(d: Any) -> dict[str, Any]:
     assert d.data["causes"], f"no cause at all; run: {json.dumps(d.data.get('run'))}"
     return d.data["causes"][0]
 
 
-def expected_log(d: Diagnosis, path: Path) -> dict[str, Any]:
+def expected_log(d: Any, path: Path) -> dict[str, Any]:
     logs = d.data["run"].get("logs") or []
     found = [entry for entry in logs if entry.get("path") == str(path)]
     assert found, f"{path} not among run.logs: {logs}"
     return found[0]
 
 
-def assert_same_answer(live: Diagnosis, bundle: Diagnosis) -> None:
+def assert_same_answer(live: Any, bundle: Any) -> None:
     assert bundle.code == live.code
     assert bundle.data["run"]["mode"] == "bundle"
     assert bundle.data["run"]["state"] == live.data["run"]["state"]
     assert (top(bundle)["id"], top(bundle)["title"]) == (top(live)["id"], top(live)["title"])
 
 
-def test_tmux_server_died_before_the_shell_ran(story, unrelated_oom_kill, tmpdir_tmux, diagnose, via_bundle):
+def test_tmux_server_died_before_the_shell_ran(story, seeds, python3, unrelated_oom_kill, tmpdir_tmux, diagnose,
+                                               via_bundle):
     """(a) `tmux new-session -d -s train "... bash start_training.sh > train_flex7.log 2>&1"` on the
     default socket; the server is SIGKILLed before the pane's shell got to its redirect: no
     train_flex7.log, a stale socket; train_flex5.log and train_flex6.log of earlier launches beside."""
-    logs = FIXTURES / "seed-flex7-tmux-died" / "logs"
+    logs = seeds / "seed-flex7-tmux-died" / "logs"
     copy_log(logs / "train_flex5.log", story / "train_flex5.log", age=2 * DAY)
     copy_log(logs / "train_flex6.log", story / "train_flex6.log", age=DAY)
-    (story / "start_training.sh").write_text(f"#!/bin/bash\nsleep 2\nexec {PYTHON3} -c 'print(\"training\")'\n")
+    (story / "start_training.sh").write_text(f"#!/bin/bash\nsleep 2\nexec {python3} -c 'print(\"training\")'\n")
     # The pane's shell opens the log before it runs start_training.sh, so the wait that loses the
     # race with the server's death stands first in the pane's command (as a slow env setup would).
     tmux = tmpdir_tmux
     tmux.new_session("train", "sleep 2; bash start_training.sh > train_flex7.log 2>&1", cwd=story)
     tmux.kill_server_hard()
-    time.sleep(0.3)
+    assert tmux.panes_alive() == [], "the pane's shell outlived its server: it would still open the log"
     assert not (story / "train_flex7.log").exists(), "the pane's shell got to its redirect before the server died"
     assert tmux.socket.exists(), "tmux removed its socket: the server was not killed hard"
     assert tmux.tmux("list-sessions", check=False).stderr.startswith("no server running on")
+    print(f"story: stale socket {tmux.socket}; unrelated kill: {unrelated_oom_kill.dmesg}")
 
     live = diagnose(["flex7"], cwd=story, env=tmux.env)
     assert live.code == 1
@@ -153,7 +152,8 @@ def reap_nohup_launch(story: Path, procs: Any, log: Path, attempts: int = 10) ->
     return False
 
 
-def test_nohup_child_reaped_with_its_session(story, unrelated_oom_kill, tmpdir_tmux, procs, diagnose, via_bundle):
+def test_nohup_child_reaped_with_its_session(story, seeds, unrelated_oom_kill, tmpdir_tmux, procs, diagnose,
+                                             via_bundle):
     """(b) `nohup python3 train.py > train_stdout_flex7.log 2>&1 &` in a session whose whole process
     group is SIGKILLed right after: no log (or an empty one), no process; train_stdout_flex6.log of
     the earlier launch beside; and a stale tmux socket of another user at the default location,
@@ -163,11 +163,12 @@ def test_nohup_child_reaped_with_its_session(story, unrelated_oom_kill, tmpdir_t
     tmux.kill_server_hard()
     assert tmux.socket.exists()
     time.sleep(1.1)  # the earlier launch's log is newer than that socket
-    copy_log(FIXTURES / "seed-flex6-nohup-reaped" / "logs" / "train_flex5.log", story / "train_stdout_flex6.log", age=0)
+    copy_log(seeds / "seed-flex6-nohup-reaped" / "logs" / "train_flex5.log", story / "train_stdout_flex6.log", age=0)
     (story / "train.py").write_text("import time\ntime.sleep(5)\nprint('step 0 loss 2.30', flush=True)\n")
     log = story / "train_stdout_flex7.log"
     missing = reap_nohup_launch(story, procs, log)
     assert missing or log.stat().st_size == 0
+    print(f"story: {log.name} {'missing' if missing else 'empty'}; unrelated kill: {unrelated_oom_kill.dmesg}")
     assert processes_in(story) == [], "something of the launch is left"
 
     live = diagnose(["flex7"], cwd=story, env=tmux.env)
@@ -189,15 +190,17 @@ def test_nohup_child_reaped_with_its_session(story, unrelated_oom_kill, tmpdir_t
     assert_host_kills_not_blamed(bundle, unrelated=unrelated_oom_kill)
 
 
-def test_wandb_settings_rejected(story, unrelated_oom_kill, replay, diagnose, via_bundle):
+def test_wandb_settings_rejected(story, seeds, unrelated_oom_kill, replay, diagnose, via_bundle):
     """(c) The run's own output is the real log of wandb rejecting `_stats_*` settings, printed by a
     real child into train_flex7.log right now; the unrelated OOM kill came a few seconds before."""
-    lines = (FIXTURES / "seed-wandb-settings" / "logs" / "train.log").read_text().splitlines()
+    lines = (seeds / "seed-wandb-settings" / "logs" / "train.log").read_text().splitlines()
     wait_after(unrelated_oom_kill.at, 3)
     log = story / "train_flex7.log"
     child = replay(story, lines, log, end="1")
     assert child.wait(timeout=30) == 1
     assert "extra_forbidden" in log.read_text() and time.time() - log.stat().st_mtime < 10
+    print(f"story: log last written {log.stat().st_mtime - unrelated_oom_kill.at:.1f} s after the unrelated kill: "
+          f"{unrelated_oom_kill.dmesg}")
 
     live = diagnose(["flex7"], cwd=story)
     assert live.code == 1
@@ -231,7 +234,8 @@ say("dataset loaded")
 '''
 
 
-def test_run_oom_killed_in_its_memcg_while_loading(story, unrelated_oom_kill, memcg, procs, diagnose, via_bundle):
+def test_run_oom_killed_in_its_memcg_while_loading(story, python3, unrelated_oom_kill, memcg, dmesg_kill, procs,
+                                                   diagnose, via_bundle):
     """(d) `python3 train.py --run flex7`, in its own memory cgroup, logs while it loads shards into
     memory until the kernel kills it; the unrelated python3 was OOM-killed a few seconds before."""
     (story / "train.py").write_text(LOADING)
@@ -239,13 +243,14 @@ def test_run_oom_killed_in_its_memcg_while_loading(story, unrelated_oom_kill, me
     wait_after(unrelated_oom_kill.at, 3)
     log = story / "train_flex7.log"
     with open(log, "wb") as out:
-        run = procs(["python3", "train.py", "--run", "flex7"], executable=PYTHON3, cwd=story, stdout=out,
-                    stderr=subprocess.STDOUT, preexec_fn=join(group))
+        run = procs(["python3", "train.py", "--run", "flex7"], executable=python3, cwd=story, stdout=out,
+                    stderr=subprocess.STDOUT, preexec_fn=group.join())
     assert run.wait(timeout=60) == -9
-    line = dmesg_kill_line(run.pid)
-    assert f"task_memcg=/{group.name}" in subprocess.run(["dmesg"], capture_output=True, text=True).stdout
+    line = dmesg_kill(run.pid)
+    assert f"task_memcg={group.name}" in subprocess.run(["dmesg"], capture_output=True, text=True).stdout
     assert "loading shard" in log.read_text() and "dataset loaded" not in log.read_text()
     assert unrelated_oom_kill.pid != run.pid and "(python3)" in line and "(python3)" in unrelated_oom_kill.dmesg
+    print(f"story: the run's kill: {line}\nthe unrelated kill: {unrelated_oom_kill.dmesg}")
 
     live = diagnose(["flex7"], cwd=story)
     assert live.code == 1
@@ -257,12 +262,12 @@ def test_run_oom_killed_in_its_memcg_while_loading(story, unrelated_oom_kill, me
     assert cause.get("attribution") == "own"
     assert cause["severity"] == "critical"
     assert live.data["run"]["state"] == "crashed"
-    assert_host_kills_not_blamed(live, own={run.pid}, unrelated=unrelated_oom_kill)
+    assert_host_kills_not_blamed(live, own=frozenset({run.pid}), unrelated=unrelated_oom_kill)
 
     bundle = via_bundle("flex7", cwd=story)
     assert_same_answer(live, bundle)
     assert any(f"Killed process {run.pid} (" in e["text"] for e in top(bundle)["evidence"])
-    assert_host_kills_not_blamed(bundle, own={run.pid}, unrelated=unrelated_oom_kill)
+    assert_host_kills_not_blamed(bundle, own=frozenset({run.pid}), unrelated=unrelated_oom_kill)
 
 
 def test_alive_but_silent_for_15_minutes(story, unrelated_oom_kill, replay, diagnose, via_bundle):
@@ -281,6 +286,7 @@ def test_alive_but_silent_for_15_minutes(story, unrelated_oom_kill, replay, diag
     then = time.time() - 900
     os.utime(log, (then, then))
     assert child.poll() is None
+    print(f"story: run pid {child.pid}; unrelated kill: {unrelated_oom_kill.dmesg}")
 
     live = diagnose(["flex7"], cwd=story)
     cause = top(live)
@@ -299,10 +305,10 @@ def test_alive_but_silent_for_15_minutes(story, unrelated_oom_kill, replay, diag
     assert_host_kills_not_blamed(bundle, unrelated=unrelated_oom_kill)
 
 
-def test_finished_fine(story, unrelated_oom_kill, replay, diagnose, via_bundle):
+def test_finished_fine(story, seeds, unrelated_oom_kill, replay, diagnose, via_bundle):
     """(f) A run that printed its last steps, saved its checkpoint and "Training complete", exit 0
     (the head and tail of fixtures/healthy-cpu-train's real log, replayed by a real child)."""
-    real = (FIXTURES / "healthy-cpu-train" / "logs" / "train.log").read_text().splitlines()
+    real = (seeds / "healthy-cpu-train" / "logs" / "train.log").read_text().splitlines()
     lines = [line.replace("/tmp/healthy-cpu-train", str(story)) for line in real[:4] + real[-22:]]
     assert lines[-1].endswith("Training complete in 45.8s")
     wait_after(unrelated_oom_kill.at, 3)
@@ -323,17 +329,17 @@ def test_finished_fine(story, unrelated_oom_kill, replay, diagnose, via_bundle):
     assert_host_kills_not_blamed(bundle, unrelated=unrelated_oom_kill)
 
 
-def test_typo_in_the_run_id(story, unrelated_oom_kill, tmp_path):
+def test_typo_in_the_run_id(story, seeds, unrelated_oom_kill, cli, tmp_path):
     """(g) `diagnose flx11` beside train_flex11.log: a usage error that names the run it meant."""
-    copy_log(FIXTURES / "seed-flex7-tmux-died" / "logs" / "train_flex6.log", story / "train_flex11.log", age=600)
-    result = run_cli(["flx11", "--format", "json"], cwd=story)
+    copy_log(seeds / "seed-flex7-tmux-died" / "logs" / "train_flex6.log", story / "train_flex11.log", age=600)
+    result = cli(["flx11", "--format", "json"], cwd=story)
     assert result.returncode == 2, result.stdout[:2000]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "did you mean flex11" in lines[0] and "train_flex11.log" in lines[0]
 
     out = tmp_path / "tmp" / "b.tar.gz"
-    collected = run_cli(["collect", "flx11", "-o", str(out)], cwd=story)
+    collected = cli(["collect", "flx11", "-o", str(out)], cwd=story)
     assert collected.returncode == 2
     assert "did you mean flex11" in collected.stderr
     assert not out.exists()
