@@ -20,13 +20,15 @@ if TYPE_CHECKING:
 
 
 def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: float | None = None,
-             until: float | None = None) -> Diagnosis:
+             until: float | None = None, stall_after: float | None = None) -> Diagnosis:
+    from diagnose.engine.checks import checks
     from diagnose.engine.evaluate import run_rules
-    from diagnose.engine.rank import rank
+    from diagnose.engine.rank import rank_all
+    from diagnose.engine.runview import STALL_AFTER
 
     started = time.perf_counter()
     result = run_rules(rules.rules, evidence, engine=engine, since=since, until=until)
-    causes = rank(result.findings, evidence)
+    ranked = rank_all(result.findings, evidence, stall_after=STALL_AFTER if stall_after is None else stall_after)
     gaps = list(evidence.gaps) + result.gaps
     for scan in result.scans:
         if scan.cut_lines:
@@ -41,7 +43,9 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
     }
     if evidence.stats:
         stats["collect"] = dict(evidence.stats)
-    return Diagnosis(evidence, causes, result.skipped, gaps, stats)
+    return Diagnosis(evidence, ranked.causes, result.skipped, gaps, stats, elsewhere=ranked.elsewhere,
+                     checked=checks(evidence, ranked.view, ranked.events), state=ranked.state.state,
+                     state_reason=ranked.state.reason)
 
 
 # ---------------------------------------------------------------- live runs

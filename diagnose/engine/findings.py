@@ -49,6 +49,19 @@ class Cause:
     relaunch: str | None = None
     time: float | None = None
     explains: tuple[str, ...] = ()  # ids of symptoms this cause accounts for
+    # own | unattributed | elsewhere for a cause resting on a host event (kernel log); n/a otherwise
+    attribution: str = "n/a"
+    basis: str = ""  # why it is (or is not) the run's
+
+
+@dataclass(frozen=True)
+class Check:
+    """Something looked at and found fine (or telling in its emptiness), with the window it covers:
+    what stops an engineer chasing the feared cause first."""
+
+    what: str  # "oom", "gpu", "disk", "checkpoints", "tmux", "xid"
+    result: str  # "clean" | "note"
+    detail: str
 
 
 @dataclass
@@ -58,3 +71,7 @@ class Diagnosis:
     skipped: list[Skipped]
     gaps: list[Gap]
     stats: dict[str, object] = field(default_factory=dict)
+    elsewhere: list[Cause] = field(default_factory=list)  # host events of other runs: never ranked
+    checked: list[Check] = field(default_factory=list)
+    state: str | None = None  # never-started | running | stalled | crashed | stopped | finished | unknown
+    state_reason: str = ""

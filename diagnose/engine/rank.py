@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, replace
 
+from diagnose.engine.attribution import ELSEWHERE, NOT_HOST, OWN, UNATTRIBUTED, attribute
 from diagnose.engine.findings import Cause, Finding
+from diagnose.engine.kernel_events import KernelEvent, kernel_events
+from diagnose.engine.runview import STALL_AFTER, RunView, run_view
+from diagnose.engine.state import RunState, derive_state, state_causes
 from diagnose.engine.tracebacks import Crash, find_crashes
 from diagnose.evidence.model import Evidence, EvidenceItem, TextKind
 from diagnose.vocab import Relaunch, Role, Severity, is_crash_level
@@ -70,12 +75,44 @@ def _sort_key(cause: Cause, order: tuple[int, int]) -> tuple[int, int, bool, flo
     return (tier(cause.role, cause.severity), -bucket, cause.time is None, cause.time or 0.0, order, cause.id)
 
 
+@dataclass
+class Ranked:
+    causes: list[Cause]
+    elsewhere: list[Cause]  # host events of other runs, never ranked with the run's own
+    state: RunState
+    view: RunView
+    events: list[KernelEvent]
+
+
 def rank(findings: Sequence[Finding], evidence: Evidence, min_severity: str | None = None) -> list[Cause]:
-    pairs = [(to_cause(f), f.order) for f in findings]
+    return rank_all(findings, evidence, min_severity).causes
+
+
+def rank_all(findings: Sequence[Finding], evidence: Evidence, min_severity: str | None = None,
+             stall_after: float = STALL_AFTER) -> Ranked:
+    """Attribute host events to the run, derive its state, then rank: own causes and causes of the
+    run's logs by tier and score; unattributed host events as context; other runs' apart."""
+    view = run_view(evidence, stall_after)
+    events = kernel_events(evidence)
+    run_state = derive_state(evidence, view, events)
+    located = {(e.source, e.line): e for e in events}
+    pairs: list[tuple[Cause, tuple[int, int]]] = []
+    elsewhere: list[Cause] = []
+    for finding in findings:
+        attributed, verdict, basis = _attribute(finding, located, view)
+        cause = replace(to_cause(attributed), attribution=verdict, basis=basis)
+        if verdict == ELSEWHERE:
+            elsewhere.append(cause)
+            continue
+        if verdict == UNATTRIBUTED:
+            cause = _as_context(cause)
+        pairs.append((cause, attributed.order))
     if not any(tier(c.role, c.severity) == 0 for c, _ in pairs):
         # Only lines a rule's own patterns matched: an analyzer may quote the unrecognised error itself.
         recognised = {location for f in findings for location in f.matched}
         pairs.extend((c, (0, c.evidence[-1].line or 0)) for c in unrecognised_causes(evidence, recognised))
+    have_root = any(tier(c.role, c.severity) == 0 for c, _ in pairs)
+    pairs.extend((c, (0, 0)) for c in state_causes(run_state, view, have_root))
     pairs.sort(key=lambda pair: _sort_key(*pair))
     causes = [cause for cause, _ in pairs]
     roots = [c for c in causes if tier(c.role, c.severity) == 0]
@@ -85,12 +122,44 @@ def rank(findings: Sequence[Finding], evidence: Evidence, min_severity: str | No
         causes[causes.index(top)] = _with_explains(top, symptoms)
     if min_severity:
         causes = [c for c in causes if Severity(c.severity).at_least(min_severity)]
-    return causes
+    return Ranked(causes, elsewhere, run_state, view, events)
+
+
+def _attribute(finding: Finding, located: Mapping[tuple[str, int], KernelEvent],
+               view: RunView) -> tuple[Finding, str, str]:
+    """A finding that rests on kernel events, tied to the run: its own events kept (an OOM title
+    names the run's own victim), or the verdict that it is not the run's."""
+    mine = [located[(i.source, i.line)] for i in finding.evidence if i.line is not None and (i.source, i.line) in located]
+    if not mine:
+        return finding, NOT_HOST, ""
+    verdicts = [(event, attribute(event, view)) for event in mine]
+    own = [event for event, verdict in verdicts if verdict.verdict == OWN]
+    if not own:
+        first = verdicts[0][1]
+        if all(verdict.verdict == ELSEWHERE for _, verdict in verdicts):
+            return finding, ELSEWHERE, first.basis
+        return finding, UNATTRIBUTED, next(v.basis for _, v in verdicts if v.verdict == UNATTRIBUTED)
+    victim = min(own, key=lambda e: (e.time is None, e.time or 0.0, e.line))
+    others = {(e.source, e.line) for e in mine if e not in own}
+    evidence = tuple(i for i in finding.evidence if (i.source, i.line) not in others)
+    captures = dict(finding.captures)
+    if "pid" in captures and victim.pid is not None:
+        captures["pid"] = str(victim.pid)
+        if victim.comm:
+            captures["comm"] = victim.comm
+    times = [i.time for i in evidence if i.time is not None]
+    basis = next(v.basis for e, v in verdicts if e is victim)
+    return replace(finding, evidence=evidence, captures=captures, time=min(times) if times else finding.time), OWN, basis
+
+
+def _as_context(cause: Cause) -> Cause:
+    """A host event nothing ties to the run: shown, as context, never as its cause."""
+    severity = cause.severity if Severity(cause.severity).at_least(Severity.WARNING) is False else Severity.WARNING
+    return replace(cause, role=Role.CONTEXT, severity=severity, title=f"{cause.title} (nothing ties it to this run)",
+                   explanation=f"{cause.basis[:1].upper()}{cause.basis[1:]}. {cause.explanation}")
 
 
 def _with_explains(cause: Cause, symptoms: tuple[str, ...]) -> Cause:
-    from dataclasses import replace
-
     return replace(cause, explains=symptoms)
 
 

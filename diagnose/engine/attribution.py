@@ -1,0 +1,77 @@
+"""Tie each host event to the run before it can be blamed.
+
+An event is the run's *own* when its pid is one of the run's (identity, exit records, pids the
+log prints), when its memory cgroup is one of the run's, or by name and time: a process of the
+run's kind killed at or after the log's last write, while no process of the run lives on (the
+kernel kills; the log stops). It is *elsewhere* when it cannot be the run's: another cgroup than
+the run's known ones, or outside the run's window. Anything else is *unattributed*: context at
+most, never the root cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose.engine.kernel_events import KernelEvent
+from diagnose.engine.runview import RunView
+
+OWN = "own"
+UNATTRIBUTED = "unattributed"
+ELSEWHERE = "elsewhere"
+NOT_HOST = "n/a"  # a cause that rests on the run's own logs, not on a host event
+
+CLOCK_SLACK = 2.0  # seconds: dmesg's boot-relative clock against file times
+KILL_AFTER_LAST_WRITE = 600.0  # the kernel kills within this long after a run's last line
+
+
+@dataclass(frozen=True)
+class Attribution:
+    verdict: str  # own | unattributed | elsewhere
+    basis: str
+
+
+def attribute(event: KernelEvent, view: RunView) -> Attribution:
+    if event.pid is not None and event.pid in view.pids:
+        return Attribution(OWN, f"pid {event.pid} is the run's ({view.pids[event.pid]})")
+    if event.task_memcg and view.cgroups:
+        if event.task_memcg in view.cgroups or any(event.task_memcg.startswith(c.rstrip("/") + "/") for c in view.cgroups):
+            return Attribution(OWN, f"its memory cgroup {event.task_memcg} is the run's")
+        return Attribution(ELSEWHERE, f"its memory cgroup {event.task_memcg} is not the run's ({', '.join(sorted(view.cgroups))})")
+    start, end = view.window()
+    if event.time is not None and ((start is not None and event.time < start) or (end is not None and event.time > end)):
+        return Attribution(ELSEWHERE, "outside the run's time window")
+    if event.pid is not None and event.pid in view.alive_pids:
+        return Attribution(OWN, f"pid {event.pid} is the run's")
+    tie = _by_name_and_time(event, view)
+    if tie:
+        return Attribution(OWN, tie)
+    if not view.has_logs and not view.known:
+        # Only a kernel log was given: there is no run to hold it against.
+        return Attribution(OWN, "only a kernel log was given")
+    when = "" if event.time is None else " inside the run's window"
+    return Attribution(UNATTRIBUTED, f"{event.describe()}{when}; nothing ties it to this run (pid, cgroup or timing)")
+
+
+def _by_name_and_time(event: KernelEvent, view: RunView) -> str | None:
+    if event.time is None or view.last_write is None or view.alive or not view.comm_fits(event.comm):
+        return None
+    after = event.time - view.last_write
+    if event.kind == "oom_kill":
+        # A SIGKILL ends the log: the run's own kill comes at or after its last line.
+        if -CLOCK_SLACK <= after <= KILL_AFTER_LAST_WRITE:
+            return (f"{event.comm} was killed {max(after, 0.0):.0f} s after the run's log last moved, "
+                    "and no process of the run lives on")
+        return None
+    # A GPU fault or a segfault happens while the run works, and ends it soon after.
+    started = view.start if view.start is not None else view.last_write
+    if started - CLOCK_SLACK <= event.time <= view.last_write + KILL_AFTER_LAST_WRITE:
+        return f"a {event.comm} process faulted while the run's log was being written, and the run ended"
+    return None
+
+
+def own_victim(events: list[KernelEvent], view: RunView) -> KernelEvent | None:
+    """The run's own OOM victim, when several are: the first after the log's last write."""
+    own = [e for e in events if e.kind == "oom_kill" and attribute(e, view).verdict == OWN]
+    if not own:
+        return None
+    return min(own, key=lambda e: (e.time is None, e.time or 0.0, e.line))

@@ -1,0 +1,177 @@
+"""What the engine knows of the run itself: its pids (and how each is known), cgroups, process
+names, time window and liveness, gathered from the identity the live side collected, the
+process and exit records, and what the logs print. Attribution and state read only this.
+
+A scan of loose files has no identity: the view is then built from the logs alone (pids they
+print, their first and last times), which is weaker, and says so (`known` is False).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnose.evidence.lines import log_time, strip_ansi
+from diagnose.evidence.model import Evidence, TextKind
+from diagnose.evidence.textio import read_head, read_tail
+
+LOG_TAIL = 4 * 1024 * 1024
+LOG_HEAD = 64 * 1024
+STALL_AFTER = 600.0  # seconds of silence before a live run counts as stalled (--stall-after)
+
+# pids a training log prints about its own processes (torchelastic's summary, DataLoader,
+# torchrun's teardown); a kernel event of one of these is the run's own.
+_LOG_PIDS = (
+    re.compile(r"\(pid: (\d{1,10})\)"),
+    re.compile(r"DataLoader worker \(pid\(?s?\)? ([\d, ]{1,200})\)"),
+    re.compile(r"Killing subprocess (\d{1,10})"),
+    re.compile(r"Sending process (\d{1,10}) closing signal"),
+    re.compile(r"\bexits? with return code\b.{0,60}?\bpid[= :]+(\d{1,10})", re.IGNORECASE),
+    re.compile(r"\bworker (?:process )?(?:pid )?(\d{1,10}) (?:exited|died|was killed)", re.IGNORECASE),
+)
+_PYTHONISH = re.compile(r"^(?:python[0-9.]*|pt_[a-z_]+|torchrun|accelerate|deepspeed|pt_main_thread|pt_data_worker)$")
+
+
+@dataclass(frozen=True)
+class RunView:
+    known: bool  # an identity was collected (live or from a bundle), not a scan of loose files
+    pids: Mapping[int, str] = field(default_factory=dict)  # pid -> how it is known to be the run's
+    cgroups: frozenset[str] = frozenset()
+    comms: frozenset[str] = frozenset()
+    alive: bool | None = None  # None: not known
+    alive_pids: tuple[int, ...] = ()
+    start: float | None = None
+    start_source: str = ""
+    last_write: float | None = None
+    end_source: str = ""
+    collected_at: float | None = None
+    has_logs: bool = False
+    missing_logs: tuple[str, ...] = ()  # expected logs that do not exist (or are empty)
+    stacks: tuple[tuple[int, str], ...] = ()  # py-spy dumps of the run's live processes
+    stall_after: float = STALL_AFTER
+
+    def silent_for(self) -> float | None:
+        if self.last_write is None or self.collected_at is None:
+            return None
+        return max(0.0, self.collected_at - self.last_write)
+
+    def window(self) -> tuple[float | None, float | None]:
+        """From a little before the start (dmesg's clock drifts) to a while after the last write
+        (the OOM killer strikes after the last line); None = open."""
+        start = self.start - 120 if self.start is not None else None
+        end = self.last_write + 3600 if self.last_write is not None else None
+        return start, end
+
+    def comm_fits(self, comm: str | None) -> bool:
+        """A process name that could be one of the run's (its own names, else an interpreter's)."""
+        if not comm:
+            return False
+        if self.comms:
+            return comm in self.comms or any(comm[:15] == c[:15] for c in self.comms)
+        return bool(_PYTHONISH.match(comm))
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    """A field of an identity part, whether a dataclass or (in an older bundle) a mapping."""
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
+    identity: Any = getattr(evidence, "identity", None)
+    pids: dict[int, str] = {}
+    cgroups: set[str] = set()
+    comms: set[str] = set()
+    alive_pids: list[int] = []
+    stacks: list[tuple[int, str]] = []
+    alive: bool | None = None
+    start: float | None = None
+    start_source = ""
+    collected_at: float | None = evidence.run.collected_at
+    missing: list[str] = []
+    if identity is not None:
+        for proc in _get(identity, "processes", ()) or ():
+            pid = _get(proc, "pid")
+            if isinstance(pid, int):
+                pids.setdefault(pid, str(_get(proc, "source", "") or "a process of the run"))
+                if _get(proc, "alive"):
+                    alive_pids.append(pid)
+                if _get(proc, "stack"):
+                    stacks.append((pid, str(_get(proc, "stack"))))
+            if _get(proc, "comm"):
+                comms.add(str(_get(proc, "comm")))
+            if _get(proc, "cgroup"):
+                cgroups.add(str(_get(proc, "cgroup")))
+        cgroups.update(str(c) for c in _get(identity, "cgroups", ()) or ())
+        window = _get(identity, "window")
+        if window is not None and isinstance(_get(window, "start"), (int, float)):
+            start, start_source = float(_get(window, "start")), str(_get(window, "start_source", "") or "")
+        if isinstance(_get(identity, "collected_at"), (int, float)):
+            collected_at = float(_get(identity, "collected_at"))
+        for log in _get(identity, "logs", ()) or ():
+            if not _get(log, "exists") or _get(log, "size") == 0:
+                missing.append(str(_get(log, "path")))
+        alive = bool(alive_pids)
+    if evidence.process is not None:
+        alive = evidence.process.alive if alive is None else (alive or evidence.process.alive)
+        for pid in evidence.process.pids:
+            pids.setdefault(pid, evidence.process.source)
+            if evidence.process.alive and pid not in alive_pids:
+                alive_pids.append(pid)
+    for record in evidence.exits or ():
+        if record.pid is not None:
+            pids.setdefault(record.pid, f"exit record ({record.source})")
+    if evidence.files is not None and not missing:
+        missing = [f.path for f in evidence.files if f.role == "log" and (not f.exists or f.size == 0)]
+    logs = evidence.texts_of(TextKind.LOG)
+    last_write = max((t.mtime for t in logs if t.mtime is not None), default=None)
+    end_source = "the log's last write" if last_write is not None else ""
+    first_time: float | None = None
+    for text in logs:
+        printed, first, last = _read_log(text.path, text.year)
+        for pid in printed:
+            pids.setdefault(pid, f"printed in {text.display}")
+        if first is not None and (first_time is None or first < first_time):
+            first_time = first
+        if last_write is None and last is not None:
+            last_write, end_source = last, "the log's last timestamp"
+    if start is None and first_time is not None:
+        start, start_source = first_time, "the first timestamped log line"
+    return RunView(
+        known=identity is not None or evidence.run.mode == "live", pids=pids, cgroups=frozenset(cgroups),
+        comms=frozenset(comms), alive=alive, alive_pids=tuple(sorted(alive_pids)), start=start,
+        start_source=start_source, last_write=last_write, end_source=end_source, collected_at=collected_at,
+        has_logs=bool(logs), missing_logs=tuple(missing), stacks=tuple(stacks), stall_after=stall_after,
+    )
+
+
+def _read_log(path: Any, year: int | None) -> tuple[set[int], float | None, float | None]:
+    """pids the log prints, its first and its last timestamp."""
+    try:
+        head = read_head(path, LOG_HEAD)
+        tail, _first_line = read_tail(path, LOG_TAIL)
+    except Exception:  # a log the scanner read but we cannot re-read: nothing more to learn here
+        return set(), None, None
+    first = _first_time(head, year)
+    text = strip_ansi(tail).decode("utf-8", errors="replace")
+    printed: set[int] = set()
+    for pattern in _LOG_PIDS:
+        for match in pattern.finditer(text):
+            printed.update(int(p) for p in re.findall(r"\d{1,10}", match.group(1)))
+    last: float | None = None
+    for line in reversed(text.splitlines()[-200:]):
+        last = log_time(line, year)
+        if last is not None:
+            break
+    return printed, first, last
+
+
+def _first_time(head: bytes, year: int | None) -> float | None:
+    for line in strip_ansi(head).decode("utf-8", errors="replace").splitlines()[:400]:
+        when = log_time(line, year)
+        if when is not None:
+            return when
+    return None

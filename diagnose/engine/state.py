@@ -1,0 +1,216 @@
+"""The run's state, derived the same way live and from a bundle: never-started, running,
+stalled, crashed, stopped, finished (docs/run-identity.md), and the causes a state alone makes
+when no rule explains it: a stalled run, a launch that never started, a log that just stops.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from diagnose.engine.attribution import OWN, attribute
+from diagnose.engine.findings import Cause
+from diagnose.engine.kernel_events import KernelEvent
+from diagnose.engine.runview import RunView
+from diagnose.engine.tracebacks import find_crashes
+from diagnose.evidence.lines import strip_ansi
+from diagnose.evidence.model import Evidence, EvidenceItem, TextKind
+from diagnose.evidence.textio import read_tail
+from diagnose.vocab import Relaunch, Role, Severity
+
+NEVER_STARTED = "never-started"
+RUNNING = "running"
+STALLED = "stalled"
+CRASHED = "crashed"
+STOPPED = "stopped"
+FINISHED = "finished"
+UNKNOWN = "unknown"
+
+LAST_LINES = 6  # lines of a log's end shown as evidence of where it stopped
+END_LINES = 40  # an error this close to a log's end is how the log ends
+LOW_CPU_PCT = 5.0
+
+# Words trainers print when they are done (HF Trainer, Lightning, plain loops, wandb.finish,
+# the wrappers that print an exit status).
+_FINISHED = re.compile(
+    r"\b(?:training|train|fit|fitting|run|job|finetuning|fine-tuning|pretraining)\b[^\n]{0,40}?"
+    r"\b(?:complete|completed|finished|done|succeeded|ended successfully)\b"
+    r"|Training completed\b|['\"]train_runtime['\"]|`Trainer\.fit` stopped: `max_(?:epochs|steps)=\d+` reached"
+    r"|\bexit(?:ed with)? (?:status|code):? 0\b|^wandb: Synced \d+ W&B file",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class RunState:
+    state: str
+    reason: str
+    last_lines: tuple[EvidenceItem, ...] = ()
+    dmesg_checked: bool = False  # a kernel log was collected for the run's time
+    own_oom: KernelEvent | None = None
+
+
+def derive_state(evidence: Evidence, view: RunView, events: Sequence[KernelEvent]) -> RunState:
+    last = _last_lines(evidence)
+    dmesg = bool(evidence.texts_of(TextKind.DMESG)) and not any(g.source == "dmesg" for g in evidence.gaps)
+    own_oom = next((e for e in events if e.kind == "oom_kill" and attribute(e, view).verdict == OWN), None)
+
+    def state(name: str, reason: str) -> RunState:
+        return RunState(name, reason, last, dmesg, own_oom)
+
+    if view.alive:
+        silent = view.silent_for()
+        cpu = _cpu(evidence)
+        if silent is not None and silent > view.stall_after and (cpu is None or cpu < LOW_CPU_PCT):
+            use = f", {cpu:.1f} % CPU" if cpu is not None else ""
+            return state(STALLED, f"alive (pid {_pids(view)}), but its log has been silent for {_ago(silent)}{use}")
+        age = f"; last output {_ago(silent)} ago" if silent is not None else ""
+        return state(RUNNING, f"alive (pid {_pids(view)}){age}")
+    if view.missing_logs and not _own_logs(evidence, view):
+        return state(NEVER_STARTED, f"the expected log {view.missing_logs[0]} was never written and no process of "
+                                    "the run is alive")
+    codes = [e for e in evidence.exits or () if e.code is not None or e.signal is not None]
+    if own_oom is not None:
+        return state(CRASHED, f"the kernel OOM-killed {own_oom.comm} (pid {own_oom.pid})")
+    if any(e.code not in (0, None) or e.signal is not None for e in codes):
+        bad = next(e for e in codes if e.code not in (0, None) or e.signal is not None)
+        how = f"signal {bad.signal}" if bad.signal is not None else f"exit status {bad.code}"
+        return state(CRASHED, f"a process of the run ended with {how} ({bad.source})")
+    if _ends_in_error(evidence):
+        return state(CRASHED, "its log ends in an error")
+    if codes and all(e.code == 0 for e in codes):
+        return state(FINISHED, "it exited with status 0")
+    if any(_FINISHED.search(item.text) for item in last):
+        return state(FINISHED, "its log ends with the trainer's own words for done")
+    if last:
+        return state(STOPPED, "its log stops with no error and no exit record")
+    return state(UNKNOWN, "no log of the run to read")
+
+
+def _pids(view: RunView) -> str:
+    return ", ".join(str(p) for p in view.alive_pids[:6]) or "?"
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _cpu(evidence: Evidence) -> float | None:
+    identity = getattr(evidence, "identity", None)
+    values = [p.cpu_pct for p in getattr(identity, "processes", ()) or () if getattr(p, "alive", False)
+              and isinstance(getattr(p, "cpu_pct", None), (int, float))]
+    return sum(values) if values else None
+
+
+def _own_logs(evidence: Evidence, view: RunView) -> bool:
+    """Whether a log of the run itself (not an older sibling kept for comparison) has content."""
+    missing = set(view.missing_logs)
+    siblings = {s for f in evidence.files or () for s in f.siblings}
+    for text in evidence.texts_of(TextKind.LOG):
+        name = text.display.rsplit("/", 1)[-1]
+        if text.display in missing or any(s.endswith(name) or name.endswith(s.rsplit("/", 1)[-1]) for s in siblings):
+            continue
+        return True
+    return False
+
+
+def _last_lines(evidence: Evidence) -> tuple[EvidenceItem, ...]:
+    items: list[EvidenceItem] = []
+    for text in evidence.texts_of(TextKind.LOG):
+        try:
+            data, first = read_tail(text.path, 64 * 1024)
+        except Exception:  # a log we cannot re-read shows no last lines; the scan already had it
+            continue
+        lines = strip_ansi(data).decode("utf-8", errors="replace").splitlines()
+        numbered = [(first + i, line) for i, line in enumerate(lines) if line.strip()]
+        items.extend(EvidenceItem(text.display, line.rstrip()[:2000], no, None, text.rank, evidence.run.host)
+                     for no, line in numbered[-LAST_LINES:])
+    return tuple(items)
+
+
+def _ends_in_error(evidence: Evidence) -> bool:
+    for text in evidence.texts_of(TextKind.LOG):
+        try:
+            crashes = find_crashes(text.path, text.rank)
+            data, first = read_tail(text.path, 256 * 1024)
+        except Exception:  # unreadable now: the rules saw what the scan read
+            continue
+        total = first + data.count(b"\n")
+        if any(c.lines and c.lines[-1][0] >= total - END_LINES for c in crashes):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- causes a state makes
+
+STATE_CAUSES = {
+    "run.stalled": "The run is alive but stalled: no output for a long time, little CPU",
+    "run.never-started": "The launch never started: the run's log was never written and nothing of it runs",
+    "run.killed-from-outside": "The run stopped mid-run with no error and no OOM kill: killed from outside",
+    "run.stopped-without-error": "The log stops without an error: killed from outside, or hung",
+}
+
+
+def state_causes(run: RunState, view: RunView, have_root: bool) -> list[Cause]:
+    """The cause a state makes on its own; never when a crash-level root already explains it,
+    except a stall (a live hang is what the engineer must see first)."""
+    if run.state == STALLED:
+        return [_stalled(run, view)]
+    if have_root:
+        return []
+    if run.state == NEVER_STARTED:
+        return [_cause("run.never-started", Severity.ERROR, 0.5, run.last_lines,
+                       f"{run.reason.capitalize()}. Nothing the run would print exists, so nothing can say why it "
+                       "failed: the launcher itself did (a missing script or interpreter, a tmux server or exec "
+                       "session that died, a scheduler that never ran it).",
+                       ("Start it again in the foreground (or with `diagnose launch`) and read its first lines.",
+                        "Check the launcher: `tmux ls`, the exec session, the scheduler's record of the job."),
+                       Relaunch.MAYBE)]
+    if run.state != STOPPED:
+        return []
+    if run.dmesg_checked and view.known and view.alive is False and run.own_oom is None:
+        return [_cause("run.killed-from-outside", Severity.ERROR, 0.6, run.last_lines,
+                       "The log stops mid-run with no error, no process of the run is left, and the kernel log of "
+                       "its time holds no OOM kill of its processes: it was killed from outside, by SIGKILL or "
+                       "SIGTERM (a scheduler's time limit or preemption, a user's kill, an exec or ssh session "
+                       "that ended and took its children). From here those cannot be told apart.",
+                       ("Ask the scheduler (sacct, kubectl describe pod) and the shell history who ended it.",
+                        "Launch detached from the session (`diagnose launch`, tmux, setsid) so it outlives it."),
+                       Relaunch.MAYBE)]
+    return [_cause("run.stopped-without-error", Severity.WARNING, 0.4, run.last_lines,
+                   "The log just stops: no traceback, no error line, no sign of finishing. Either the process was "
+                   "killed from outside (SIGKILL leaves no trace in its own log) or it hangs. These are its last lines.",
+                   ("If it still runs, look at its stacks: `py-spy dump --pid PID`.",
+                    "Otherwise check the kernel log (OOM killer) and the scheduler's record for who ended it."),
+                   Relaunch.MAYBE)]
+
+
+def _stalled(run: RunState, view: RunView) -> Cause:
+    items = list(run.last_lines)
+    for pid, stack in view.stacks:
+        items.extend(EvidenceItem(f"py-spy dump --pid {pid}", line, None, None, None, None)
+                     for line in stack.splitlines()[:40] if line.strip())
+    where = ("Its threads' stacks (py-spy) show where it waits." if view.stacks
+             else "No stack could be taken (see the gaps); `py-spy dump --pid PID` shows where it waits.")
+    return _cause("run.stalled", Severity.ERROR, 0.8, tuple(items),
+                  f"The run is {run.reason}. A training loop prints steadily; a process that lives on without "
+                  f"output and without CPU waits on something: a collective whose peer is gone, a DataLoader "
+                  f"worker, a lock, a network call. {where}",
+                  ("Read the main thread's stack: the frame it waits in names the collective, queue or call.",
+                   "For a collective: find the rank that is not there (its own log, its exit), and set "
+                   "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 with a timeout so the next hang fails fast."),
+                  Relaunch.MAYBE, title=f"The run is alive but stalled: {run.reason.split(', but ', 1)[-1]}")
+
+
+def _cause(cause_id: str, severity: Severity, confidence: float, evidence: tuple[EvidenceItem, ...], explanation: str,
+           fix: tuple[str, ...], relaunch: Relaunch, title: str | None = None) -> Cause:
+    return Cause(
+        id=cause_id, title=title or STATE_CAUSES[cause_id], category="run", role=Role.ROOT, severity=severity,
+        confidence=confidence, score=round(confidence * severity.weight, 4), evidence=evidence,
+        explanation=explanation, fix=fix, references=(), relaunch=relaunch, time=None,
+    )
