@@ -80,7 +80,10 @@ def parse_tmux(capture: Mapping[str, Any], expected_session: str | None) -> Tmux
                 dead_signal=_int(signal) if dead == "1" else None, pid=_int(pid),
             ))
     sessions = tuple(TmuxSession(name, tuple(p)) for name, p in panes.items())
-    return TmuxState(server, socket, stderr.splitlines()[0] if stderr else "", sessions, expected_session)
+    launched = capture.get("launched")
+    basis = capture.get("launched_basis")
+    return TmuxState(server, socket, stderr.splitlines()[0] if stderr else "", sessions, expected_session,
+                     launched if isinstance(launched, bool) else None, basis if isinstance(basis, str) else "")
 
 
 def _int(text: str) -> int | None:
