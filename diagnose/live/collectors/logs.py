@@ -85,6 +85,9 @@ def _expected(ctx: Context, pattern: str) -> dict[str, object]:
         if st is not None:
             entry["size"], entry["mtime"] = st.size, st.mtime
         return entry
+    if pattern in spec.expected_siblings:  # inferred from these very siblings
+        entry["siblings"] = list(spec.expected_siblings[pattern][:SIBLINGS])
+        return entry
     # Same shape, another run: the template with the run id as a wildcard (train_{run}.log -> train_*.log).
     folder, name = os.path.split(pattern)
     if spec.id in name:
