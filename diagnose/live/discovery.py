@@ -38,7 +38,8 @@ SKIP_DIRS = {".git", "node_modules", "__pycache__", "site-packages", ".venv", "v
 CHECKPOINT_DIRS = ("checkpoints", "checkpoint", "ckpt", "ckpts")
 
 
-def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host | None = None) -> RunSpec:
+def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host | None = None,
+            stall_after: float | None = None) -> RunSpec:
     """Where the run's things are: the config's templates first, then discovery for the rest."""
     check_run_id(run_id)
     host = host or LocalHost()
@@ -58,6 +59,8 @@ def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host
         id=run_id, host=host, configured=bool(settings), config_path=str(config.path) if config.path else None,
         section=section, workdir=workdir, timeout=config.timeout, budget=config.budget, skip=config.skip,
     )
+    if stall_after is not None:
+        spec.stall_after = stall_after
     search = list(dict.fromkeys(([workdir] if workdir and "dir" in rendered else []) + dirs))
     anchor = workdir or str(base_dir)  # relative paths: from the run's dir, else the config's folder
 
@@ -88,8 +91,10 @@ def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host
     if "kernel_logs" in rendered:
         spec.kernel_logs = list(rendered["kernel_logs"])
     spec.launcher = rendered.get("launcher")
+    if spec.launcher is not None:
+        spec.launcher_source = f"launcher in {spec.config_path or 'the config'}"
     if "tmux_session" in rendered and spec.launcher is None:
-        spec.launcher = "tmux"
+        spec.launcher, spec.launcher_source = "tmux", f"tmux_session in {spec.config_path or 'the config'}"
 
     for path in spec.expected_logs or ():
         spec.log_sources[path] = ("config", f"logs in {spec.config_path or 'the config'}")
@@ -227,7 +232,8 @@ def _elastic_errors_in_window(spec: RunSpec) -> None:
         if st is not None and st.is_file and start - 60 <= st.mtime <= end + ELASTIC_SLACK:
             spec.error_files.append(path)
             spec.inferred.append(f"torchelastic error file {path}: written inside the run's window")
-            spec.launcher = spec.launcher or "torchrun"
+            if spec.launcher is None:
+                spec.launcher, spec.launcher_source = "torchrun", "torchelastic error file inside the run's window"
 
 
 def _readable_stat(host: Host, path: str) -> FileStat | None:
@@ -341,7 +347,8 @@ def _discover(spec: RunSpec, search: Sequence[str], wandb_dir: str | None, want_
                 spec.error_files.append(path)
             elif want_logs and base in ("stdout.log", "stderr.log"):
                 add_log(path)
-        spec.launcher = spec.launcher or "torchrun"
+        if spec.launcher is None:
+            spec.launcher, spec.launcher_source = "torchrun", f"torchelastic folder {folder}"
 
 
 def _is_wandb_run(host: Host, folder: str) -> bool:

@@ -68,6 +68,7 @@ class RunSpec:
     match: str | None = None
     kernel_logs: list[str] = field(default_factory=lambda: ["/var/log/kern.log", "/var/log/messages"])
     launcher: str | None = None
+    launcher_source: str = ""
     started_at: float | None = None
     last_activity: float | None = None
     looked: list[str] = field(default_factory=list)  # where discovery looked, for "nothing found"

@@ -16,7 +16,8 @@ from diagnose.live.runs import RunSpec, run_name_pattern
 # Programs that name the run without being it: the multiplexer hosting it, pagers and tails
 # reading its log, editors, and diagnose itself.
 NOT_THE_RUN = {"tmux", "tmux: server", "tmux: client", "screen", "SCREEN", "less", "more", "tail", "head", "grep", "rg",
-               "vi", "vim", "nvim", "nano", "emacs", "man", "watch", "journalctl", "dmesg", "nvidia-smi", "ssh", "sshd"}
+               "vi", "vim", "nvim", "nano", "emacs", "man", "watch", "journalctl", "dmesg", "nvidia-smi", "ssh", "sshd",
+               "py-spy"}
 _INTERPRETER = re.compile(r"^(python[0-9.]*|torchrun|deepspeed|accelerate|srun|mpirun|bash|sh)$")
 
 
@@ -34,9 +35,23 @@ def collect(ctx: Context) -> Output:
         how, found, pid_file_pid = _find(ctx.spec, ctx.host)
     except OSError as exc:
         return Output(status="gap", reason=f"{ctx.spec.pid_file}: {exc.strerror or exc}")
-    state = {"source": how, "alive": bool(found), "pids": [p.pid for p in found] if pid_file_pid is None else
-             ([pid_file_pid] if found else []), "command": " ".join(found[0].cmdline)[:300] if found else ""}
-    return Output(facts={"process": state})
+    from diagnose.live.collectors.procscan import scan_run
+
+    scan = scan_run(ctx, found, how)
+    alive = [p for p in scan.processes if p.alive]
+    pids = [p.pid for p in alive] if pid_file_pid is None else ([pid_file_pid] if found else [])
+    command = alive[0].cmdline[:300] if alive else ""
+    if found:
+        command = " ".join(found[0].cmdline)[:300]
+    sources = sorted({p.source for p in alive})
+    state: dict[str, object] = {
+        "source": how if not sources or pid_file_pid is not None else "process table (" + "; ".join(sources) + ")",
+        "alive": bool(alive), "pids": pids, "command": command,
+        # identity parts, moved into manifest.identity when the collection is put together
+        "processes": [p.to_json() for p in scan.processes],
+        "launcher": scan.launcher, "interpreter": scan.interpreter,
+    }
+    return Output(facts={"process": state}, gaps=scan.gaps, notes=scan.notes)
 
 
 def run_processes(spec: RunSpec, host: Host) -> tuple[str, list[ProcessInfo]]:

@@ -56,6 +56,7 @@ def collect(ctx: Context) -> Output:
         "socket": socket,
         "socket_source": how,
         "socket_exists": exists,
+        "socket_ctime": st.ctime if st is not None else None,
         "expected_session": expected,
         "list_sessions": _raw(sessions),
         "list_panes": pane_raw,
