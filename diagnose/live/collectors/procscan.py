@@ -23,6 +23,23 @@ from diagnose.live.collectors.base import Context
 from diagnose.live.hosts import Host, ProcessInfo
 from diagnose.live.runs import RunSpec, run_name_pattern
 
+# Programs that name the run without being it: the multiplexer hosting it, pagers and tails
+# reading its log, editors, and diagnose itself.
+NOT_THE_RUN = {"tmux", "tmux: server", "tmux: client", "screen", "SCREEN", "less", "more", "tail", "head", "grep", "rg",
+               "vi", "vim", "nvim", "nano", "emacs", "man", "watch", "journalctl", "dmesg", "nvidia-smi", "ssh", "sshd",
+               "py-spy"}
+_INTERPRETER = re.compile(r"^(python[0-9.]*|torchrun|deepspeed|accelerate|srun|mpirun|bash|sh)$")
+
+
+def _is_diagnose(proc: ProcessInfo) -> bool:
+    """diagnose itself, or a command the other collectors run right now (NVML probe, package listing)."""
+    head = proc.cmdline[:6]  # python -I -S -c SNIPPET: the snippet is the fifth word
+    if any(os.path.basename(arg) == "diagnose" for arg in head) or ("-m" in head and "diagnose" in head):
+        return True
+    text = " ".join(head)
+    return "nvml_probe.py" in text or "importlib.metadata as m" in text or "-m pip list" in text
+
+
 CPU_SAMPLE = 0.5  # seconds between the two reads of utime+stime
 LOW_CPU_PCT = 5.0  # below this a silent process is waiting, not computing
 PY_SPY_LIMIT = 10.0  # seconds one py-spy dump may take
@@ -45,8 +62,6 @@ class Scan:
 
 
 def scan_run(ctx: Context, found: Sequence[ProcessInfo], how: str) -> Scan:
-    from diagnose.live.collectors.process import NOT_THE_RUN, _is_diagnose
-
     spec, host = ctx.spec, ctx.host
     table = host.processes()
     by_pid = {p.pid: p for p in table}
