@@ -177,7 +177,9 @@ def _bool(data: Mapping[str, Any], key: str, what: str) -> bool:
 
 
 def _list(data: Mapping[str, Any], key: str, what: str) -> list[Any]:
-    value = data.get(key) or []
+    value = data.get(key)
+    if value is None:
+        return []
     if not isinstance(value, list):
         raise ValueError(f"{what}.{key}: expected a list, got {type(value).__name__}")
     return value
