@@ -14,7 +14,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from diagnose.evidence.facts import RunProcess
@@ -160,7 +160,8 @@ def _tmux_panes(ctx: Context) -> dict[int, str]:
     return {int(line): f"pane of tmux session {session}" for line in result.out.split() if line.isdigit()}
 
 
-def _descendants(roots: dict[int, str], table: Iterable[ProcessInfo], eligible: object) -> dict[int, str]:
+def _descendants(roots: dict[int, str], table: Iterable[ProcessInfo], eligible: Callable[[ProcessInfo], bool]) -> dict[int, str]:
+    """Children of the run's processes, and theirs: a launcher script's python, DataLoader workers."""
     children: dict[int, list[ProcessInfo]] = {}
     for proc in table:
         children.setdefault(proc.ppid, []).append(proc)
@@ -169,7 +170,7 @@ def _descendants(roots: dict[int, str], table: Iterable[ProcessInfo], eligible: 
     while queue and len(found) < MAX_PROCESSES:
         parent = queue.pop()
         for child in children.get(parent, ()):
-            if child.pid not in roots and child.pid not in found and callable(eligible) and eligible(child):
+            if child.pid not in roots and child.pid not in found and eligible(child):
                 found[child.pid] = f"child of {parent}"
                 queue.append(child.pid)
     return found
