@@ -173,3 +173,30 @@ def test_a_fresh_log_is_not_stalled(tmp_path: Path, children: Children) -> None:
     identity = identity_of(collect_processes("flex7r", [tmp_path]))
     assert _proc(identity, child.pid).stack is None
     assert identity.window.end_source.startswith("collection time")
+
+
+@needs_tmux
+def test_a_stale_default_socket_alone_does_not_make_a_tmux_launch(tmp_path: Path) -> None:
+    """Story: another user's stale default socket made 'tmux server died' outrank the nohup cause."""
+    from tests.conftest import run_cli
+    from tests.livehelpers import causes
+
+    socket_dir = tmp_path / f"tmux-{os.getuid()}"
+    socket_dir.mkdir(mode=0o700)
+    tmux = PrivateTmux(socket_dir / "default")
+    try:
+        tmux.start("someone-else", "sleep 120")
+        tmux.kill_server_hard()
+        work = tmp_path / "w"
+        work.mkdir()
+        later = time.time() + 600  # the last run wrote after that socket was made: it is not this launch's
+        for name in ("train_flex6z.log", "train_flex5z.log"):
+            (work / name).write_text("step 1\n")
+            os.utime(work / name, (later, later))
+        result = run_cli(["flex7z", "--dir", str(work), "--format", "json", "--fail-on", "never"], cwd=work,
+                         env={"TMUX_TMPDIR": str(tmp_path)})
+        assert result.returncode == 0, result.stderr
+        found = causes(result)
+        assert "launch.nohup-reaped" in found and "launch.tmux-server-died" not in found, found
+    finally:
+        tmux.close()
