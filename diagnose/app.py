@@ -45,16 +45,21 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
         stats["collect"] = dict(evidence.stats)
     return Diagnosis(evidence, ranked.causes, result.skipped, gaps, stats, elsewhere=ranked.elsewhere,
                      checked=checks(evidence, ranked.view, ranked.events), state=ranked.state.state,
-                     state_reason=ranked.state.reason)
+                     state_reason=ranked.state.reason,
+                     window=(ranked.view.start, ranked.view.start_source, ranked.view.last_write, ranked.view.end_source))
 
 
 # ---------------------------------------------------------------- live runs
 
 def found_anything(spec: RunSpec, evidence: Evidence) -> bool:
-    """Whether anything of the run exists (without a config, a typo must not look like a crash)."""
-    if spec.configured:
-        return True
-    if spec.logs or spec.error_files or spec.wandb_dirs or spec.checkpoint_dir:
+    """Whether anything relates to the run id (without a config, a typo must not look like a
+    crash). A run that was expected but left no trace (siblings, a known log path, a tmux
+    socket of its launch) does: that absence is the finding."""
+    from diagnose.live.identity import relates
+
+    if evidence.identity is not None:
+        return relates(spec, evidence.identity)
+    if spec.configured or spec.logs or spec.error_files or spec.wandb_dirs or spec.checkpoint_dir:
         return True
     if evidence.process is not None and evidence.process.alive:
         return True
@@ -62,25 +67,33 @@ def found_anything(spec: RunSpec, evidence: Evidence) -> bool:
     return tmux is not None and any(s.name == spec.id for s in tmux.sessions)
 
 
-def nothing_found(spec: RunSpec) -> DiagnoseError:
-    looked = "; ".join(spec.looked)
-    return DiagnoseError(
-        f"{spec.id}: found no files, process or tmux session of this run (looked in: {looked}); "
-        "check the run id, pass --dir, or say where its files are in diagnose.toml",
-        details=[],
-    )
+def nothing_found(spec: RunSpec, manifest: Any = None) -> DiagnoseError:
+    """Exit 2: nothing relates to the id; name the closest ids that exist."""
+    from diagnose.live.identity import did_you_mean
+
+    close = did_you_mean(spec, manifest) if manifest is not None else []
+    message = f"{spec.id}: no file, process, tmux session or launch record relates to this run id"
+    if close:
+        token, where = close[0]
+        others = ", ".join(t for t, _w in close[1:])
+        message += f"; did you mean {token}? {where}" + (f" (or {others})" if others else "")
+    else:
+        message += (f" (looked in: {'; '.join(spec.looked)}); check the run id, pass --dir, or say where its files "
+                    "are in diagnose.toml")
+    return DiagnoseError(message)
 
 
-def evidence_for_run(run_id: str, config: Config, search_dirs: list[Path], progress: bool = False) -> Evidence:
+def evidence_for_run(run_id: str, config: Config, search_dirs: list[Path], progress: bool = False,
+                     stall_after: float | None = None) -> Evidence:
     """Collect everything the machine can tell about the run, as Evidence (mode 'live')."""
     from diagnose.live.collectors.run import collect_run
     from diagnose.live.discovery import resolve
 
-    spec = resolve(run_id, config, search_dirs)
+    spec = resolve(run_id, config, search_dirs, stall_after=stall_after)
     collection = collect_run(spec, progress=progress)
     evidence = collection.evidence()
     if not found_anything(spec, evidence):
-        raise nothing_found(spec)
+        raise nothing_found(spec, collection.manifest)
     return evidence
 
 
@@ -88,18 +101,19 @@ class PendingRun:
     """evidence_for_run in a background thread, so collecting (mostly waiting on tmux, dmesg,
     the run's interpreter and the GPU driver) overlaps with loading and compiling the rules."""
 
-    def __init__(self, run_id: str, config: Config, search_dirs: list[Path], progress: bool = False) -> None:
+    def __init__(self, run_id: str, config: Config, search_dirs: list[Path], progress: bool = False,
+                 stall_after: float | None = None) -> None:
         import threading
 
         self._result: Evidence | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._work, args=(run_id, config, search_dirs, progress),
+        self._thread = threading.Thread(target=self._work, args=(run_id, config, search_dirs, progress, stall_after),
                                         name="collect", daemon=True)
         self._thread.start()
 
-    def _work(self, run_id: str, config: Config, search_dirs: list[Path], progress: bool) -> None:
+    def _work(self, run_id: str, config: Config, search_dirs: list[Path], progress: bool, stall_after: float | None) -> None:
         try:
-            self._result = evidence_for_run(run_id, config, search_dirs, progress)
+            self._result = evidence_for_run(run_id, config, search_dirs, progress, stall_after)
         except BaseException as exc:  # handed to the caller of evidence()
             self._error = exc
 
@@ -111,20 +125,21 @@ class PendingRun:
         return self._result
 
 
-def start_run(run_id: str, config: Config, search_dirs: list[Path], progress: bool = False) -> PendingRun:
-    return PendingRun(run_id, config, search_dirs, progress)
+def start_run(run_id: str, config: Config, search_dirs: list[Path], progress: bool = False,
+              stall_after: float | None = None) -> PendingRun:
+    return PendingRun(run_id, config, search_dirs, progress, stall_after)
 
 
 def collect_bundle(run_id: str, config: Config, search_dirs: list[Path], out: Path, progress: bool = False,
-                   raw: bool = False) -> tuple[Path, Any]:
+                   raw: bool = False, stall_after: float | None = None) -> tuple[Path, Any]:
     """`diagnose collect`: the run's evidence written as a bundle, secrets masked unless raw.
     Returns (path, manifest)."""
     from diagnose.evidence.bundle import write_bundle
     from diagnose.live.collectors.run import collect_run
     from diagnose.live.discovery import resolve
 
-    spec = resolve(run_id, config, search_dirs)
+    spec = resolve(run_id, config, search_dirs, stall_after=stall_after)
     collection = collect_run(spec, progress=progress)
     if not found_anything(spec, collection.evidence()):
-        raise nothing_found(spec)
+        raise nothing_found(spec, collection.manifest)
     return write_bundle(out, collection.manifest, collection.copies(), raw=raw), collection.manifest

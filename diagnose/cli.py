@@ -248,8 +248,20 @@ def main() -> None:
 
 
 def search_dir_option(func: F) -> F:
+    func = click.option("--stall-after", "stall_after", default="10m", show_default=True, metavar="AGE",
+                        help="A live run silent this long (2h / 30m / 600s) with little CPU counts as stalled.")(func)
     return click.option("--dir", "search_dirs", type=click.Path(path_type=Path), multiple=True,
                         help="Where to look for the run's files (may repeat; default: the working directory).")(func)
+
+
+def parse_age(value: str, name: str) -> float:
+    """2h / 30m / 600s / 600 -> seconds."""
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
+    if not match or float(match.group(1)) <= 0:
+        raise DiagnoseError(f"--{name} {value!r}: expected an age like 10m, 2h or 600s")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
 
 
 @main.command("run")
@@ -262,7 +274,7 @@ def search_dir_option(func: F) -> F:
 @click.pass_context
 def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_on: str, since: str | None,
                 until: str | None, output: Path | None, verbose: bool, rule_dirs: tuple[Path, ...],
-                config_path: Path | None, search_dirs: tuple[Path, ...], engine: str) -> None:
+                config_path: Path | None, search_dirs: tuple[Path, ...], stall_after: str, engine: str) -> None:
     """Diagnose RUN_ID (a run on this machine) or BUNDLE (a saved bundle). `diagnose RUN_ID` is
     the short form."""
     from diagnose.app import diagnose
@@ -285,10 +297,12 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
         check_run_id(target)
         terminal = any(name == "terminal" and to is None for name, to in chosen)
         # Collect in the background while the rules load: the two take about as long.
-        pending = start_run(target, config, list(search_dirs), progress=terminal and sys.stderr.isatty())
+        pending = start_run(target, config, list(search_dirs), progress=terminal and sys.stderr.isatty(),
+                            stall_after=parse_age(stall_after, "stall-after"))
         ruleset = load_ruleset(rule_dirs, config.rule_dirs)
         evidence = pending.evidence()
-    diagnosis = diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t)
+    diagnosis = diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t,
+                         stall_after=parse_age(stall_after, "stall-after"))
     ctx.exit(emit(diagnosis, chosen, fail_on, verbose, ruleset))
 
 
@@ -303,8 +317,8 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
 @click.option("--raw", is_flag=True,
               help="Keep secrets (tokens, passwords, keys) in the copies and the manifest; by default they are masked.")
 @guarded
-def collect_command(run_id: str, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...], verbose: bool,
-                    raw: bool) -> None:
+def collect_command(run_id: str, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...], stall_after: str,
+                    verbose: bool, raw: bool) -> None:
     """Save everything about RUN_ID as a bundle (logs, kernel log, tmux, GPUs, packages, ...);
     `diagnose BUNDLE` on any machine then gives the same causes. Secrets found in the copies
     and the manifest are masked (within lines, so line numbers stay) unless --raw."""
@@ -316,7 +330,8 @@ def collect_command(run_id: str, out: Path, config_path: Path | None, search_dir
     if raw:
         click.echo("diagnose: warning: --raw: the bundle keeps secrets (tokens, passwords, keys) as they were; "
                    "do not share it", err=True)
-    written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty(), raw=raw)
+    written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty(), raw=raw,
+                                       stall_after=parse_age(stall_after, "stall-after"))
     for name, status in manifest.collectors.items():
         reason = f"  {visible(status.reason)}" if status.reason else ""  # reasons name paths found on disk
         if reason and not verbose and len(reason) > 120:

@@ -167,7 +167,7 @@ def test_live_run_in_tmux_oom_killed_then_bundle(tmp_path: Path, memcg: Path) ->
         assert code == 1
         assert live["causes"][0]["id"] == "memory.host-oom-kill"
         assert any(f"Killed process {pid} (" in e["text"] for e in live["causes"][0]["evidence"])
-        assert live["run"]["mode"] == "live" and live["run"]["launcher"] == "tmux"
+        assert live["run"]["mode"] == "live" and live["run"]["launcher"]["kind"] == "tmux"
         collectors = live["stats"]["collect"]["collectors"]
         assert {name: c["status"] for name, c in collectors.items() if name in ("logs", "dmesg", "tmux", "packages", "process",
                                                                                   "checkpoints")} == {

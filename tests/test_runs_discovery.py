@@ -120,10 +120,10 @@ def test_torchelastic_error_file_in_tmpdir(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_nothing_found_says_where_it_looked(tmp_path: Path) -> None:
-    touch(tmp_path / "train_flex6.log")
+    touch(tmp_path / "notes.txt")  # nothing of the same shape: no sibling says a run flex7 was expected
     result = run_cli(["flex7", "--dir", str(tmp_path)], cwd=tmp_path, env={"TMUX_TMPDIR": str(tmp_path)})
     assert result.returncode == 2
-    assert "flex7: found no files, process or tmux session of this run" in result.stderr
+    assert "flex7: no file, process, tmux session or launch record relates to this run id" in result.stderr
     assert f"{tmp_path} (names containing 'flex7'" in result.stderr
     assert f"{tmp_path}/wandb/*-flex7" in result.stderr
     assert "torchelastic_*/flex7_*" in result.stderr

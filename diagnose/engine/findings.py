@@ -75,3 +75,5 @@ class Diagnosis:
     checked: list[Check] = field(default_factory=list)
     state: str | None = None  # never-started | running | stalled | crashed | stopped | finished | unknown
     state_reason: str = ""
+    # (start, where it comes from, end, where it comes from) of the run's time window
+    window: tuple[float | None, str, float | None, str] = (None, "", None, "")

@@ -19,7 +19,7 @@ from diagnose.engine.attribution import ELSEWHERE, NOT_HOST, OWN, UNATTRIBUTED, 
 from diagnose.engine.findings import Cause, Finding
 from diagnose.engine.kernel_events import KernelEvent, kernel_events
 from diagnose.engine.runview import STALL_AFTER, RunView, run_view
-from diagnose.engine.state import RunState, derive_state, state_causes
+from diagnose.engine.state import FINISHED, RUNNING, RunState, derive_state, state_causes
 from diagnose.engine.tracebacks import Crash, find_crashes
 from diagnose.evidence.model import Evidence, EvidenceItem, TextKind
 from diagnose.vocab import Relaunch, Role, Severity, is_crash_level
@@ -101,6 +101,11 @@ def rank_all(findings: Sequence[Finding], evidence: Evidence, min_severity: str 
     for finding in findings:
         attributed, verdict, basis = _attribute(finding, located, view)
         cause = replace(to_cause(attributed), attribution=verdict, basis=basis)
+        if verdict == UNATTRIBUTED and run_state.state in (FINISHED, RUNNING):
+            # A run that finished or runs on was not ended by it: it is another process's story.
+            verdict = ELSEWHERE
+            cause = replace(cause, attribution=ELSEWHERE, basis=f"the run {'finished' if run_state.state == FINISHED else 'runs on'}, "
+                                                                    f"so this did not end it; {basis}")
         if verdict == ELSEWHERE:
             elsewhere.append(cause)
             continue

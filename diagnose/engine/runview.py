@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.evidence.lines import log_time, strip_ansi
-from diagnose.evidence.model import Evidence, TextKind
+from diagnose.evidence.model import Evidence, TextFile, TextKind
 from diagnose.evidence.textio import read_head, read_tail
 
 LOG_TAIL = 4 * 1024 * 1024
@@ -126,7 +126,7 @@ def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
             pids.setdefault(record.pid, f"exit record ({record.source})")
     if evidence.files is not None and not missing:
         missing = [f.path for f in evidence.files if f.role == "log" and (not f.exists or f.size == 0)]
-    logs = evidence.texts_of(TextKind.LOG)
+    logs = own_logs(evidence)
     last_write = max((t.mtime for t in logs if t.mtime is not None), default=None)
     end_source = "the log's last write" if last_write is not None else ""
     first_time: float | None = None
@@ -146,6 +146,13 @@ def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
         start_source=start_source, last_write=last_write, end_source=end_source, collected_at=collected_at,
         has_logs=bool(logs), missing_logs=tuple(missing), stacks=tuple(stacks), stall_after=stall_after,
     )
+
+
+def own_logs(evidence: Evidence) -> tuple[TextFile, ...]:
+    """The run's own logs: not the older siblings kept beside a missing log to show that earlier
+    launches of the same command worked (their times and pids are another run's)."""
+    siblings = {name.rsplit("/", 1)[-1] for f in evidence.files or () if not f.exists for name in f.siblings}
+    return tuple(t for t in evidence.texts_of(TextKind.LOG) if t.display.rsplit("/", 1)[-1] not in siblings)
 
 
 def _read_log(path: Any, year: int | None) -> tuple[set[int], float | None, float | None]:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from diagnose.engine.attribution import OWN, attribute
 from diagnose.engine.findings import Cause
 from diagnose.engine.kernel_events import KernelEvent
-from diagnose.engine.runview import RunView
+from diagnose.engine.runview import RunView, own_logs
 from diagnose.engine.tracebacks import find_crashes
 from diagnose.evidence.lines import strip_ansi
 from diagnose.evidence.model import Evidence, EvidenceItem, TextKind
@@ -67,7 +68,7 @@ def derive_state(evidence: Evidence, view: RunView, events: Sequence[KernelEvent
             return state(STALLED, f"alive (pid {_pids(view)}), but its log has been silent for {_ago(silent)}{use}")
         age = f"; last output {_ago(silent)} ago" if silent is not None else ""
         return state(RUNNING, f"alive (pid {_pids(view)}){age}")
-    if view.missing_logs and not _own_logs(evidence, view):
+    if view.missing_logs and not any(_has_content(t.path) for t in own_logs(evidence)):
         return state(NEVER_STARTED, f"the expected log {view.missing_logs[0]} was never written and no process of "
                                     "the run is alive")
     codes = [e for e in evidence.exits or () if e.code is not None or e.signal is not None]
@@ -107,21 +108,16 @@ def _cpu(evidence: Evidence) -> float | None:
     return sum(values) if values else None
 
 
-def _own_logs(evidence: Evidence, view: RunView) -> bool:
-    """Whether a log of the run itself (not an older sibling kept for comparison) has content."""
-    missing = set(view.missing_logs)
-    siblings = {s for f in evidence.files or () for s in f.siblings}
-    for text in evidence.texts_of(TextKind.LOG):
-        name = text.display.rsplit("/", 1)[-1]
-        if text.display in missing or any(s.endswith(name) or name.endswith(s.rsplit("/", 1)[-1]) for s in siblings):
-            continue
-        return True
-    return False
+def _has_content(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def _last_lines(evidence: Evidence) -> tuple[EvidenceItem, ...]:
     items: list[EvidenceItem] = []
-    for text in evidence.texts_of(TextKind.LOG):
+    for text in own_logs(evidence):
         try:
             data, first = read_tail(text.path, 64 * 1024)
         except Exception:  # a log we cannot re-read shows no last lines; the scan already had it
@@ -134,7 +130,7 @@ def _last_lines(evidence: Evidence) -> tuple[EvidenceItem, ...]:
 
 
 def _ends_in_error(evidence: Evidence) -> bool:
-    for text in evidence.texts_of(TextKind.LOG):
+    for text in own_logs(evidence):
         try:
             crashes = find_crashes(text.path, text.rank)
             data, first = read_tail(text.path, 256 * 1024)

@@ -79,6 +79,7 @@ class Manifest:
     process: dict[str, Any] | None = None
     exits: list[dict[str, Any]] | None = None
     gaps: list[dict[str, str]] = field(default_factory=list)
+    identity: dict[str, Any] | None = None  # RunIdentity.to_json(): which run, and where each part came from
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "created_by": f"diagnose {__version__}"}
@@ -292,6 +293,7 @@ def read_manifest(root: Path, label: str | None = None) -> Manifest:
         exits=data.get("exits"),
         gaps=[{"source": str(g.get("source", "?")), "reason": str(g.get("reason", "?"))} for g in data.get("gaps") or []]
         + gaps,
+        identity=data.get("identity"),
     )
 
 
@@ -357,6 +359,14 @@ def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mod
     exits = base.exits
     if manifest.exits is not None:
         exits = (exits or ()) + tuple(ExitRecord(**_known(ExitRecord, e)) for e in manifest.exits)
+    identity = None
+    if manifest.identity is not None:
+        from diagnose.evidence.facts import RunIdentity
+
+        try:
+            identity = RunIdentity.from_json(manifest.identity)
+        except ValueError as exc:
+            raise InputError(f"manifest: malformed {exc}") from None
     info = RunInfo(
         id=str(run.get("id") or default_id), mode=mode, host=run.get("host"), collected_at=run.get("collected_at"),
         launcher=run.get("launcher"), inputs=inputs,
@@ -367,7 +377,7 @@ def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mod
     if run.get("collect_seconds") is not None:
         stats["collect_seconds"] = run["collect_seconds"]
     return Evidence(info, base.texts, base.packages, base.gpu, tmux, expected, checkpoints, process, exits, tuple(gaps),
-                    base.notes + tuple(str(n) for n in run.get("notes") or ()), stats)
+                    base.notes + tuple(str(n) for n in run.get("notes") or ()), stats, identity=identity)
 
 
 def _checkpoints(data: Mapping[str, Any]) -> CheckpointState:

@@ -104,6 +104,8 @@ class Evidence:
     notes: tuple[str, ...] = field(default=())  # e.g. "skipped binary file x.pt"
     # How the evidence was gathered (per collector: status, seconds, bytes); shown in JSON stats.
     stats: Mapping[str, object] = field(default_factory=dict)
+    # Which run this is (live collection or a bundle's manifest `identity`); None for a scan.
+    identity: RunIdentity | None = field(default=None, kw_only=True)
 
     def texts_of(self, kind: TextKind) -> tuple[TextFile, ...]:
         return tuple(t for t in self.texts if t.kind is kind)
@@ -132,6 +134,9 @@ if TYPE_CHECKING:
         ProcessState as ProcessState,
     )
     from diagnose.evidence.facts import (
+        RunIdentity as RunIdentity,
+    )
+    from diagnose.evidence.facts import (
         TmuxPane as TmuxPane,
     )
     from diagnose.evidence.facts import (
@@ -144,7 +149,9 @@ if TYPE_CHECKING:
         TmuxState as TmuxState,
     )
 
-_FACT_CLASSES = frozenset({"GpuProcess", "Gpu", "GpuState", "TmuxServer", "TmuxPane", "TmuxSession", "TmuxState", "ExpectedFile", "CheckpointFile", "CheckpointState", "ProcessState"})
+_FACT_CLASSES = frozenset({"GpuProcess", "Gpu", "GpuState", "TmuxServer", "TmuxPane", "TmuxSession", "TmuxState", "ExpectedFile", "CheckpointFile", "CheckpointState", "ProcessState",
+                            "RunIdentity", "ExpectedLog", "RunProcess", "RunLauncher", "RunWindow", "Interpreter",
+                            "LastOutput"})
 
 
 def __getattr__(name: str) -> Any:

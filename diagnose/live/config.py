@@ -88,6 +88,9 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_BUDGET = 30.0
 
 
+DEFAULT_STALL_AFTER = 600.0  # --stall-after: a live run silent this long (with little CPU) is stalled
+
+
 @dataclass
 class Config:
     rule_dirs: list[Path] = field(default_factory=list)

@@ -21,6 +21,7 @@ from diagnose.live.runs import (
     absolute_path,
     check_run_id,
     glob_escape,
+    id_skeleton,
     render,
     run_name_pattern,
     template_values,
@@ -37,7 +38,8 @@ SKIP_DIRS = {".git", "node_modules", "__pycache__", "site-packages", ".venv", "v
 CHECKPOINT_DIRS = ("checkpoints", "checkpoint", "ckpt", "ckpts")
 
 
-def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host | None = None) -> RunSpec:
+def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host | None = None,
+            stall_after: float | None = None) -> RunSpec:
     """Where the run's things are: the config's templates first, then discovery for the rest."""
     check_run_id(run_id)
     host = host or LocalHost()
@@ -57,6 +59,8 @@ def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host
         id=run_id, host=host, configured=bool(settings), config_path=str(config.path) if config.path else None,
         section=section, workdir=workdir, timeout=config.timeout, budget=config.budget, skip=config.skip,
     )
+    if stall_after is not None:
+        spec.stall_after = stall_after
     search = list(dict.fromkeys(([workdir] if workdir and "dir" in rendered else []) + dirs))
     anchor = workdir or str(base_dir)  # relative paths: from the run's dir, else the config's folder
 
@@ -87,15 +91,149 @@ def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host
     if "kernel_logs" in rendered:
         spec.kernel_logs = list(rendered["kernel_logs"])
     spec.launcher = rendered.get("launcher")
+    if spec.launcher is not None:
+        spec.launcher_source = f"launcher in {spec.config_path or 'the config'}"
     if "tmux_session" in rendered and spec.launcher is None:
-        spec.launcher = "tmux"
+        spec.launcher, spec.launcher_source = "tmux", f"tmux_session in {spec.config_path or 'the config'}"
 
+    for path in spec.expected_logs or ():
+        spec.log_sources[path] = ("config", f"logs in {spec.config_path or 'the config'}")
     _discover(spec, search, wandb_dir=rendered.get("wandb_dir"), want_logs="logs" not in rendered,
               want_checkpoints="checkpoints" not in rendered)
     if spec.tmux_session is None:
         spec.tmux_session_guess = run_id
     _times(spec)
+    if "checkpoints" not in rendered:
+        _checkpoints_beside_logs(spec)
+    if "error_files" not in rendered:
+        _elastic_errors_in_window(spec)
     return spec
+
+
+# ---------------------------------------------------------------- siblings: other runs of the same shape
+
+
+class _Shaped:
+    """Names seen while looking that differ from the run id only in its digits (flex6 for flex7):
+    files (train_flex6.log) and folders (flex6/ holding train.log), with the path the run's own
+    would have (train_flex7.log, flex7/train.log)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.skeleton = id_skeleton(run_id)
+        self.expected: dict[str, list[tuple[float, str]]] = {}  # expected path -> [(mtime, sibling shown)]
+
+    def see(self, host: Host, folder: str, name: str, st: FileStat, nearby: dict[str, str]) -> None:
+        _remember_ids(name, os.path.join(folder, name), nearby)
+        if self.skeleton is None:
+            return
+        match = self.skeleton.search(name)
+        if match is None or match.group(0) == self.run_id:
+            return
+        other = match.group(0)
+        own = name.replace(other, self.run_id)
+        if st.is_file and _looks_like_log(name):
+            # flex6/train_flex6.log -> flex7/train_flex7.log: the run's folder too
+            parts = folder.split(os.sep)
+            own_folder = os.sep.join(self.run_id if part == other else part for part in parts)
+            shown = name if own_folder == folder else f"{parts[-1]}/{name}"
+            self._add(os.path.join(own_folder, own), st.mtime, shown)
+        elif st.is_dir and own == self.run_id:  # a folder per run: flex6/train.log -> flex7/train.log
+            for inner in host.listdir(os.path.join(folder, name))[:200]:
+                inner_st = _readable_stat(host, os.path.join(folder, name, inner))
+                if inner_st is not None and inner_st.is_file and _looks_like_log(inner) and other not in inner:
+                    self._add(os.path.join(folder, own, inner), inner_st.mtime, f"{name}/{inner}")
+
+    def _add(self, expected: str, mtime: float, shown: str) -> None:
+        self.expected.setdefault(expected, []).append((mtime, shown))
+
+
+MAX_INFERRED = 3
+NEARBY_IDS = 5000
+
+
+def _remember_ids(name: str, path: str, nearby: dict[str, str]) -> None:
+    """Id-like parts of a name (flex7 of train_flex7.log; the folder name itself), for "did you mean"."""
+    if len(nearby) >= NEARBY_IDS:
+        return
+    stem = name.split(".", 1)[0] if not name.startswith(".") else ""
+    for token in {stem, *re.split(r"[_.\-\s]+", stem)}:
+        if 2 <= len(token) <= 80 and check_id(token):
+            nearby.setdefault(token, path)
+
+
+def check_id(token: str) -> bool:
+    from diagnose.live.runs import RUN_ID
+
+    return bool(RUN_ID.match(token))
+
+
+def _infer_logs(spec: RunSpec, shaped: _Shaped) -> None:
+    """Expected logs from the siblings: the shapes most runs before this one wrote."""
+    host = spec.host
+    candidates = [(path, sorted(found, reverse=True)) for path, found in shaped.expected.items()
+                  if not host.exists(path)]
+    candidates.sort(key=lambda item: (-len(item[1]), -item[1][0][0]))
+    chosen = candidates[:MAX_INFERRED]
+    if not chosen:
+        return
+    spec.expected_logs = []
+    for path, found in chosen:
+        names = [shown for _mtime, shown in found[:5]]
+        basis = f"{', '.join(names)} differ{'s' if len(names) == 1 else ''} only by the run id"
+        spec.expected_logs.append(path)
+        spec.expected_siblings[path] = names
+        spec.log_sources[path] = ("inferred", basis)
+        spec.inferred.append(f"expected log {path}: from its siblings {', '.join(names)}")
+        newest = found[0][0]
+        if spec.window_hint is None or newest > spec.window_hint[0]:
+            spec.window_hint = (newest, f"sibling mtime ({found[0][1]})")
+
+
+def _checkpoints_beside_logs(spec: RunSpec) -> None:
+    """checkpoints/, ckpt/ or an output_dir holding checkpoint-* beside a log the run wrote."""
+    host = spec.host
+    if spec.checkpoint_dir is not None:
+        return
+    for log in spec.logs[:5]:
+        folder = os.path.dirname(log)
+        names = host.listdir(folder)
+        for name in CHECKPOINT_DIRS:
+            if name in names and _is_dir(host, os.path.join(folder, name)):
+                spec.checkpoint_dir = os.path.join(folder, name)
+                spec.inferred.append(f"checkpoint dir {spec.checkpoint_dir}: beside the log {os.path.basename(log)}")
+                return
+        for name in names[:200]:
+            path = os.path.join(folder, name)
+            if name not in SKIP_DIRS and _is_dir(host, path) and host.glob(os.path.join(glob_escape(path), "checkpoint-*")):
+                spec.checkpoint_dir = path
+                spec.inferred.append(f"checkpoint dir {path}: holds checkpoint-* beside the log {os.path.basename(log)}")
+                return
+
+
+def _is_dir(host: Host, path: str) -> bool:
+    st = _readable_stat(host, path)
+    return st is not None and st.is_dir
+
+
+ELASTIC_SLACK = 600.0  # seconds past the last write an error file may still be the run's
+
+
+def _elastic_errors_in_window(spec: RunSpec) -> None:
+    """torchelastic error files of any rendezvous id (torchrun without --rdzv-id writes none_*)
+    written inside the run's window, when none is named after the run."""
+    host = spec.host
+    start, end = spec.started_at, spec.last_activity
+    if spec.error_files or start is None or end is None or not spec.logs:
+        return
+    tmp = host.environ().get("TMPDIR") or "/tmp"
+    for path in host.glob(os.path.join(tmp, "torchelastic_*", "*", "attempt_*", "*", "error.json"))[:200]:
+        st = _readable_stat(host, path)
+        if st is not None and st.is_file and start - 60 <= st.mtime <= end + ELASTIC_SLACK:
+            spec.error_files.append(path)
+            spec.inferred.append(f"torchelastic error file {path}: written inside the run's window")
+            if spec.launcher is None:
+                spec.launcher, spec.launcher_source = "torchrun", "torchelastic error file inside the run's window"
 
 
 def _readable_stat(host: Host, path: str) -> FileStat | None:
@@ -162,6 +300,7 @@ def _discover(spec: RunSpec, search: Sequence[str], wandb_dir: str | None, want_
             elif want_logs and _looks_like_log(base):
                 add_log(path)
 
+    shaped = _Shaped(spec.id)
     for top in search:
         spec.looked.append(f"{top} (names containing '{spec.id}', {WALK_DEPTH} levels deep)")
         stack: list[tuple[str, int]] = [(top, 0)]
@@ -173,6 +312,7 @@ def _discover(spec: RunSpec, search: Sequence[str], wandb_dir: str | None, want_
                 st = _readable_stat(host, path)
                 if st is None:
                     continue
+                shaped.see(host, folder, name, st, spec.nearby_ids)
                 if st.is_dir:
                     if name in SKIP_DIRS or name.startswith(".") or "pyvenv.cfg" in host.listdir(path):
                         continue
@@ -195,6 +335,8 @@ def _discover(spec: RunSpec, search: Sequence[str], wandb_dir: str | None, want_
             for folder in host.glob(os.path.join(wandb, f"*-{glob_escape(spec.id)}")):
                 if folder not in spec.wandb_dirs and _is_wandb_run(host, folder):
                     _take_wandb(spec, folder, add_log if want_logs else None)
+    if want_logs and not spec.logs:
+        _infer_logs(spec, shaped)  # nothing named after the run: what its siblings say it would have written
     tmp = host.environ().get("TMPDIR") or "/tmp"
     pattern = os.path.join(tmp, "torchelastic_*", f"{glob_escape(spec.id)}_*")
     spec.looked.append(f"{pattern}/attempt_*/<rank>/error.json")
@@ -205,7 +347,8 @@ def _discover(spec: RunSpec, search: Sequence[str], wandb_dir: str | None, want_
                 spec.error_files.append(path)
             elif want_logs and base in ("stdout.log", "stderr.log"):
                 add_log(path)
-        spec.launcher = spec.launcher or "torchrun"
+        if spec.launcher is None:
+            spec.launcher, spec.launcher_source = "torchrun", f"torchelastic folder {folder}"
 
 
 def _is_wandb_run(host: Host, folder: str) -> bool:

@@ -118,6 +118,16 @@ class FileStat:
     is_socket: bool
     mode: int
     uid: int
+    ctime: float | None = None  # inode change time: when a socket file was made
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """What /proc/PID/stat says of a process right now."""
+
+    state: str  # R, S, D, Z, T, ...
+    cpu_ticks: int  # utime + stime, in clock ticks
+    ticks_per_s: int
 
 
 @dataclass(frozen=True)
@@ -197,6 +207,24 @@ class Host(ABC):
         except PermissionError:
             return True
 
+    # /proc of one process. Not abstract: a host that cannot look returns None ("not known").
+    # Every one tolerates a process that vanished meanwhile (None).
+
+    def proc_environ(self, pid: int) -> dict[str, str] | None:
+        """The environment the process started with (root or its own user only)."""
+        return None
+
+    def proc_fds(self, pid: int) -> list[str] | None:
+        """Where its open file descriptors lead (paths; sockets and pipes as the kernel names them)."""
+        return None
+
+    def proc_cgroup(self, pid: int) -> str | None:
+        """Its cgroup: the v2 `0::` path, else the v1 memory controller's."""
+        return None
+
+    def proc_stat(self, pid: int) -> ProcStat | None:
+        return None
+
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -244,6 +272,30 @@ def _reap(proc: subprocess.Popen[bytes], deadline: float) -> int | None:
         proc.kill()
         proc.wait()
         return None
+
+
+def cgroup_of(text: str) -> str | None:
+    """The cgroup a /proc/PID/cgroup text names: the unified (v2) `0::/path` line, else the v1
+    memory controller's line (`4:memory:/path`), which is where the OOM killer's memcg points."""
+    unified = memory = None
+    for line in text.splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if number == "0" and controllers == "" and path:
+            unified = path
+        elif "memory" in controllers.split(",") and path:
+            memory = path
+    # Hybrid hosts list `0::/` beside the v1 controllers: the memory line is the one that says where.
+    if unified and (unified != "/" or memory is None):
+        return unified
+    return memory
+
+
+def _ticks() -> int:
+    try:
+        return int(os.sysconf("SC_CLK_TCK"))
+    except (ValueError, OSError, AttributeError):
+        return 100
 
 
 class LocalHost(Host):
@@ -321,7 +373,7 @@ class LocalHost(Host):
                 raise PermissionError(exc.errno, exc.strerror, path) from None
             return None
         return FileStat(st.st_size, st.st_mtime, stat_module.S_ISDIR(st.st_mode), stat_module.S_ISREG(st.st_mode),
-                        stat_module.S_ISSOCK(st.st_mode), st.st_mode, st.st_uid)
+                        stat_module.S_ISSOCK(st.st_mode), st.st_mode, st.st_uid, st.st_ctime)
 
     def listdir(self, path: str) -> list[str]:
         try:
@@ -438,6 +490,51 @@ class LocalHost(Host):
             argv = tuple(part.decode("utf-8", errors="replace") for part in raw.split(b"\0") if part)
             found.append(ProcessInfo(int(name), ppid, argv, comm, cwd, exe, start))
         return found
+
+    def proc_environ(self, pid: int) -> dict[str, str] | None:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                raw = handle.read(1024 * 1024)
+        except OSError:
+            return None
+        env: dict[str, str] = {}
+        for item in raw.split(b"\0"):
+            key, sep, value = item.partition(b"=")
+            if sep and key:
+                env[key.decode("utf-8", errors="replace")] = value.decode("utf-8", errors="replace")
+        return env
+
+    def proc_fds(self, pid: int) -> list[str] | None:
+        base = f"/proc/{pid}/fd"
+        try:
+            names = os.listdir(base)
+        except OSError:
+            return None
+        targets = []
+        for name in names[:4096]:  # a process with a million fds must not cost a million readlinks
+            with contextlib.suppress(OSError):
+                targets.append(os.readlink(f"{base}/{name}"))
+        return targets
+
+    def proc_cgroup(self, pid: int) -> str | None:
+        try:
+            with open(f"/proc/{pid}/cgroup", "rb") as handle:
+                text = handle.read(64 * 1024).decode("utf-8", errors="replace")
+        except OSError:
+            return None
+        return cgroup_of(text)
+
+    def proc_stat(self, pid: int) -> ProcStat | None:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                line = handle.read(4096).decode("utf-8", errors="replace")
+        except OSError:
+            return None
+        fields = line.rpartition(")")[2].split()  # comm may hold spaces and parentheses
+        try:
+            return ProcStat(fields[0], int(fields[11]) + int(fields[12]), _ticks())
+        except (IndexError, ValueError):
+            return None
 
     def local_path(self, path: str) -> Path:
         return Path(path)

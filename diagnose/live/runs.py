@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diagnose.errors import DiagnoseError
-from diagnose.live.config import DEFAULT_BUDGET
+from diagnose.live.config import DEFAULT_BUDGET, DEFAULT_STALL_AFTER
 from diagnose.live.hosts import Host
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_.@+=:-]+$")
@@ -69,6 +69,7 @@ class RunSpec:
     match: str | None = None
     kernel_logs: list[str] = field(default_factory=lambda: ["/var/log/kern.log", "/var/log/messages"])
     launcher: str | None = None
+    launcher_source: str = ""
     started_at: float | None = None
     last_activity: float | None = None
     looked: list[str] = field(default_factory=list)  # where discovery looked, for "nothing found"
@@ -76,12 +77,25 @@ class RunSpec:
     timeout: float | None = None
     budget: float = DEFAULT_BUDGET
     skip: tuple[str, ...] = ()
+    stall_after: float = DEFAULT_STALL_AFTER  # seconds of silence after which a live run counts as stalled
+    # identity (docs/run-identity.md): where each expected log came from, as (source, basis)
+    log_sources: dict[str, tuple[str, str]] = field(default_factory=dict)
+    expected_siblings: dict[str, list[str]] = field(default_factory=dict)  # inferred log -> the siblings it came from
+    inferred: list[str] = field(default_factory=list)  # sentences: what was inferred, from what
+    window_hint: tuple[float, str] | None = None  # a start when no log says one (newest sibling's mtime)
+    nearby_ids: dict[str, str] = field(default_factory=dict)  # id-like names seen while looking -> a path showing it
+
+    def launch_window(self) -> tuple[float | None, float | None]:
+        """The run's own span, unpadded: first log line (else the hint) to the last write (None: open)."""
+        start = self.started_at if self.started_at is not None else (self.window_hint[0] if self.window_hint else None)
+        return start, self.last_activity
 
     def time_window(self) -> tuple[float | None, float | None]:
         """The run's time span for the kernel log: from two minutes before its start (dmesg's
         clock drifts a little from the wall clock) to an hour after its last write (the OOM
         killer strikes after the last line); None = open."""
-        start = self.started_at - 120 if self.started_at is not None else None
+        begin = self.launch_window()[0]
+        start = begin - 120 if begin is not None else None
         end = self.last_activity + 3600 if self.last_activity is not None else None
         return start, end
 
@@ -137,6 +151,16 @@ def absolute_path(path: str, base: str | None) -> str:
 
 
 
+
+
+def id_skeleton(run_id: str) -> re.Pattern[str] | None:
+    """The run id with each digit run as \\d+, as a whole word: flex7 -> flex\\d+ (matches train_flex6.log,
+    not flex6b.log). None for an id without digits: nothing to vary."""
+    parts = re.split(r"(\d+)", run_id)
+    if len(parts) == 1:
+        return None
+    body = "".join(r"\d+" if i % 2 else re.escape(part) for i, part in enumerate(parts))
+    return re.compile(r"(?<![A-Za-z0-9])" + body + r"(?![A-Za-z0-9])")
 
 
 def run_name_pattern(run_id: str) -> re.Pattern[str]:

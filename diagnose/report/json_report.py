@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import IO, Any
 
+from diagnose import __version__
 from diagnose.engine.findings import Cause, Diagnosis
 from diagnose.evidence.model import EvidenceItem
 
@@ -34,18 +35,32 @@ def cause_json(cause: Cause) -> dict[str, Any]:
         "evidence": [evidence_json(e) for e in cause.evidence],
         "explanation": cause.explanation, "fix": list(cause.fix), "references": list(cause.references),
         "relaunch": cause.relaunch, "explains": list(cause.explains),
+        "attribution": cause.attribution, "basis": cause.basis,
     }
 
 
-def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
+def run_json(diagnosis: Diagnosis) -> dict[str, Any]:
+    """The run as the tool understood it: identity (where each part came from), state, window."""
     run = diagnosis.evidence.run
+    identity = diagnosis.evidence.identity
+    data: dict[str, Any] = identity.to_json() if identity is not None else {}
+    data.update({"id": run.id, "mode": run.mode, "host": run.host, "collected_at": iso(run.collected_at),
+                 "inputs": list(run.inputs), "state": diagnosis.state, "state_reason": diagnosis.state_reason})
+    if identity is None:
+        data["launcher"] = {"kind": run.launcher, "source": "manifest"} if run.launcher else None
+    start, start_source, end, end_source = diagnosis.window
+    data["window"] = {"start": iso(start), "start_source": start_source, "end": iso(end), "end_source": end_source}
+    return data
+
+
+def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
-        "run": {
-            "id": run.id, "mode": run.mode, "host": run.host, "collected_at": iso(run.collected_at),
-            "launcher": run.launcher, "inputs": list(run.inputs),
-        },
+        "tool": {"name": "diagnose", "version": __version__},
+        "run": run_json(diagnosis),
         "causes": [cause_json(c) for c in diagnosis.causes],
+        "checked": [{"what": c.what, "result": c.result, "detail": c.detail} for c in diagnosis.checked],
+        "elsewhere": [cause_json(c) for c in diagnosis.elsewhere],
         "gaps": [{"source": g.source, "reason": g.reason} for g in diagnosis.gaps],
         "skipped": [{"rule": s.rule_id, "reason": s.reason} for s in diagnosis.skipped],
         "notes": list(diagnosis.evidence.notes),

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import IO, Protocol
 
 from diagnose.engine.findings import Cause, Diagnosis
-from diagnose.vocab import Severity, relaunch_advice
+from diagnose.vocab import Role, Severity, relaunch_advice
 
 SEVERITY_STYLE: dict[str, str] = {Severity.CRITICAL: "bold white on red", Severity.ERROR: "bold red", Severity.WARNING: "yellow",
                   Severity.INFO: "cyan"}
@@ -89,6 +89,41 @@ def _cause(w: Writer, number: int, cause: Cause, verbose: bool) -> None:
     w.line()
 
 
+def _identity(w: Writer, diagnosis: Diagnosis) -> None:
+    """Which run this is, and where each part of that came from."""
+    if diagnosis.state:
+        w.line(("  state: ", "dim"), (diagnosis.state, "bold"), (f" - {diagnosis.state_reason}" if diagnosis.state_reason else "", ""))
+    identity = diagnosis.evidence.identity
+    start, start_source, end, end_source = diagnosis.window
+    if start is not None or end is not None:
+        w.line((f"  window: {_clock(start) or '?'} ({start_source or '?'}) to {_clock(end) or '?'} ({end_source or '?'})", "dim"))
+    if identity is None:
+        return
+    launcher = identity.launcher
+    if launcher.kind:
+        tmux = f", tmux {launcher.tmux_server} on {launcher.tmux_socket}" if launcher.tmux_server else ""
+        w.line((f"  launcher: {launcher.kind} ({launcher.source or 'inferred'}){tmux}", "dim"))
+    for log in identity.logs[:4]:
+        basis = f": {log.basis}" if log.basis else ""
+        w.line((f"  log: {log.path} ({'exists' if log.exists else 'missing'}; {log.source}{basis})", "dim"))
+    alive = [p for p in identity.processes if p.alive]
+    for proc in alive[:4]:
+        w.line((f"  process: pid {proc.pid} {proc.cmdline[:80]} ({proc.source})", "dim"))
+
+
+def _host_events(w: Writer, heading: str, causes: list[Cause]) -> None:
+    if not causes:
+        return
+    w.line((heading, "bold"))
+    for cause in causes:
+        first = next((e for e in cause.evidence if e.line is not None), None)
+        where = f" [{first.location()}]" if first else ""
+        w.line((f"  {cause.title.removesuffix(' (nothing ties it to this run)')}{where}", ""))
+        if cause.basis:
+            w.line((f"    {cause.basis}", "dim"))
+    w.line()
+
+
 def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
            rules: Mapping[str, object] | None = None, fail_on: str = "error") -> None:
     is_tty = hasattr(out, "isatty") and out.isatty()
@@ -99,9 +134,11 @@ def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
     stats = diagnosis.stats
     w.line((f"  {stats.get('rules', '?')} rules over {stats.get('files_scanned', 0)} file(s), "
             f"{stats.get('lines_scanned', 0):,} lines in {stats.get('seconds', 0)} s", "dim"))
+    _identity(w, diagnosis)
     w.line()
-    serious = [c for c in diagnosis.causes if Severity(c.severity).at_least(Severity.WARNING)]
-    minor = [c for c in diagnosis.causes if c not in serious]
+    serious = [c for c in diagnosis.causes if Severity(c.severity).at_least(Severity.WARNING) and c.role != Role.CONTEXT]
+    context = [c for c in diagnosis.causes if c.role == Role.CONTEXT and c.attribution == "unattributed"]
+    minor = [c for c in diagnosis.causes if c not in serious and c not in context]
     if not serious:
         w.line(("No cause found at warning or above.", "bold green"))
         w.line()
@@ -113,6 +150,12 @@ def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
                 _cause(w, number, cause, verbose)
         else:
             w.line((f"{len(minor)} informational finding(s): " + ", ".join(c.id for c in minor) + " (-v to show)", "dim"))
+    _host_events(w, "Context (host events nothing ties to this run):", context)
+    _host_events(w, "Elsewhere on this host (not this run's):", diagnosis.elsewhere)
+    if diagnosis.checked:
+        w.line(("Checked and clean:", "bold green"))
+        for check in diagnosis.checked:
+            w.line(("  " + ("✓ " if check.result == "clean" else "· ") + check.detail, ""))
     if diagnosis.gaps:
         w.line(("Could not check:", "bold yellow"))
         for gap in diagnosis.gaps:

@@ -135,7 +135,7 @@ def _tmux(cond: FactCondition, ev: Evidence) -> FactResult:
     dead = [pane for pane in panes if pane.dead]
     values: dict[str, Any] = {
         "server": state.server.value,
-        "launched": expected is not None,
+        "launched": state.launched if state.launched is not None else expected is not None,
         "session": None if expected is None else ("present" if session else "absent"),
         "pane": None if not panes else ("dead" if dead else "alive"),
         "pane_status": dead[0].dead_status if dead else None,
@@ -321,7 +321,8 @@ PACKAGE_FIELDS = {
 }
 TMUX_FIELDS = {
     "server": FieldSpec(p.choice(["running", "stale_socket", "no_socket", "error"]), "state of the tmux server"),
-    "launched": FieldSpec(p.boolean, "the run was launched in a tmux session named in the config"),
+    "launched": FieldSpec(p.boolean, "the run was launched in tmux (config, launch record, a session named like the run, "
+                                   "or a socket made inside the launch window; never a stale socket alone)"),
     "session": FieldSpec(p.choice(["present", "absent"]), "the run's session exists"),
     "pane": FieldSpec(p.choice(["alive", "dead"]), "a pane of the run's session is dead (remain-on-exit)"),
     "pane_status": FieldSpec(p.number, "exit status of the dead pane"),

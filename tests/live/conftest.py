@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import FIXTURES, run_cli
+from tests.live.identity_support import children  # noqa: F401  (the fixture)
 from tests.livehelpers import PrivateTmux, tmux_env
 
 MEMCG = Path("/sys/fs/cgroup/memory")

@@ -87,7 +87,10 @@ def parse_tmux(capture: Mapping[str, Any], expected_session: str | None) -> Tmux
             ))
     sessions = tuple(TmuxSession(name, tuple(p)) for name, p in panes.items())
     expected = expected_session if isinstance(expected_session, str) else None
-    return TmuxState(server, socket, stderr.splitlines()[0] if stderr else "", sessions, expected)
+    launched = capture.get("launched")
+    basis = capture.get("launched_basis")
+    return TmuxState(server, socket, stderr.splitlines()[0] if stderr else "", sessions, expected,
+                     launched if isinstance(launched, bool) else None, basis if isinstance(basis, str) else "")
 
 
 _INT = re.compile(r"-?[0-9]{1,18}")  # not str.isdigit(): "--1" and "²" pass that, and int() refuses them

@@ -37,6 +37,10 @@ def collect(ctx: Context) -> Output:
         for pattern in spec.expected_logs:
             expected.append(_expected(ctx, pattern))
         out.facts["expected_files"] = expected
+    elif spec.logs:
+        # Found by name: still the run's logs, so an empty one (a child reaped before it printed,
+        # with Python's output still buffered) is a fact the launch rules can read.
+        out.facts["expected_files"] = [_expected(ctx, path) for path in spec.logs[:16]]
     if not out.files and not out.gaps:
         if spec.expected_logs:
             out.notes.append("none of the run's expected logs exists: " + ", ".join(spec.expected_logs))
@@ -87,6 +91,9 @@ def _expected(ctx: Context, pattern: str) -> dict[str, object]:
             st = None
         if st is not None:
             entry["size"], entry["mtime"] = st.size, st.mtime
+        return entry
+    if pattern in spec.expected_siblings:  # inferred from these very siblings
+        entry["siblings"] = list(spec.expected_siblings[pattern][:SIBLINGS])
         return entry
     # Same shape, another run: the template with the run id as a wildcard (train_{run}.log -> train_*.log).
     folder, name = os.path.split(pattern)

@@ -10,23 +10,9 @@ import os
 import re
 
 from diagnose.live.collectors.base import Context, Output
+from diagnose.live.collectors.procscan import _INTERPRETER, NOT_THE_RUN, _is_diagnose, scan_run
 from diagnose.live.hosts import Host, ProcessInfo
 from diagnose.live.runs import RunSpec, run_name_pattern
-
-# Programs that name the run without being it: the multiplexer hosting it, pagers and tails
-# reading its log, editors, and diagnose itself.
-NOT_THE_RUN = {"tmux", "tmux: server", "tmux: client", "screen", "SCREEN", "less", "more", "tail", "head", "grep", "rg",
-               "vi", "vim", "nvim", "nano", "emacs", "man", "watch", "journalctl", "dmesg", "nvidia-smi", "ssh", "sshd"}
-_INTERPRETER = re.compile(r"^(python[0-9.]*|torchrun|deepspeed|accelerate|srun|mpirun|bash|sh)$")
-
-
-def _is_diagnose(proc: ProcessInfo) -> bool:
-    """diagnose itself, or a command the other collectors run right now (NVML probe, package listing)."""
-    head = proc.cmdline[:6]  # python -I -S -c SNIPPET: the snippet is the fifth word
-    if any(os.path.basename(arg) == "diagnose" for arg in head) or ("-m" in head and "diagnose" in head):
-        return True
-    text = " ".join(head)
-    return "nvml_probe.py" in text or "importlib.metadata as m" in text or "-m pip list" in text
 
 
 def collect(ctx: Context) -> Output:
@@ -34,9 +20,21 @@ def collect(ctx: Context) -> Output:
         how, found, pid_file_pid = _find(ctx.spec, ctx.host)
     except OSError as exc:
         return Output(status="gap", reason=f"{ctx.spec.pid_file}: {exc.strerror or exc}")
-    state = {"source": how, "alive": bool(found), "pids": [p.pid for p in found] if pid_file_pid is None else
-             ([pid_file_pid] if found else []), "command": " ".join(found[0].cmdline)[:300] if found else ""}
-    return Output(facts={"process": state})
+    scan = scan_run(ctx, found, how)
+    alive = [p for p in scan.processes if p.alive]
+    pids = [p.pid for p in alive] if pid_file_pid is None else ([pid_file_pid] if found else [])
+    command = alive[0].cmdline[:300] if alive else ""
+    if found:
+        command = " ".join(found[0].cmdline)[:300]
+    sources = sorted({p.source for p in alive})
+    state: dict[str, object] = {
+        "source": how if not sources or pid_file_pid is not None else "process table (" + "; ".join(sources) + ")",
+        "alive": bool(alive), "pids": pids, "command": command,
+        # identity parts, moved into manifest.identity when the collection is put together
+        "processes": [p.to_json() for p in scan.processes],
+        "launcher": scan.launcher, "interpreter": scan.interpreter,
+    }
+    return Output(facts={"process": state}, gaps=scan.gaps, notes=scan.notes)
 
 
 def run_processes(spec: RunSpec, host: Host) -> tuple[str, list[ProcessInfo]]:

@@ -44,7 +44,7 @@ def registry() -> list[CollectorInfo]:
         CollectorInfo("tmux", tmux, 5.0),
         CollectorInfo("packages", packages, 20.0),
         CollectorInfo("gpu", gpu, 20.0),
-        CollectorInfo("process", process, 5.0),
+        CollectorInfo("process", process, 15.0)  # a CPU sample, py-spy of a stalled run,
     ]
 
 
@@ -178,6 +178,12 @@ def collect_run(spec: RunSpec, progress: bool = False, collectors: Sequence[Coll
         **run_info,
         "notes": notes,
     }
+    from diagnose.live.identity import build_identity
+
+    identity = build_identity(spec, manifest, started_wall)
+    manifest.identity = identity.to_json()
+    if identity.launcher.kind != "unknown":
+        manifest.run["launcher"] = identity.launcher.kind
     unique: dict[str, Captured] = {}
     for item in files:
         unique.setdefault(item.bundle_path, item)

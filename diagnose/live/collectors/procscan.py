@@ -1,0 +1,305 @@
+"""The run's processes beyond its command line: live pids whose working directory, environment
+or open files name the run or its log; the panes of a tmux session named like the run; the
+children of all of those; pids the log printed. For each: cgroup, start time, state letter and
+CPU use over a short sample; for a stalled Python process, a py-spy stack (or a gap saying why
+not). Also how the run was launched as the process tree shows it, and its interpreter.
+
+Every /proc read tolerates a process that vanished meanwhile; every command runs under the
+collector's deadline (ctx.run)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from diagnose.evidence.facts import RunProcess
+from diagnose.evidence.model import Gap
+from diagnose.live.collectors.base import Context
+from diagnose.live.hosts import Host, ProcessInfo
+from diagnose.live.runs import RunSpec, run_name_pattern
+
+# Programs that name the run without being it: the multiplexer hosting it, pagers and tails
+# reading its log, editors, and diagnose itself.
+NOT_THE_RUN = {"tmux", "tmux: server", "tmux: client", "screen", "SCREEN", "less", "more", "tail", "head", "grep", "rg",
+               "vi", "vim", "nvim", "nano", "emacs", "man", "watch", "journalctl", "dmesg", "nvidia-smi", "ssh", "sshd",
+               "py-spy"}
+_INTERPRETER = re.compile(r"^(python[0-9.]*|torchrun|deepspeed|accelerate|srun|mpirun|bash|sh)$")
+
+
+def _is_diagnose(proc: ProcessInfo) -> bool:
+    """diagnose itself, or a command the other collectors run right now (NVML probe, package listing)."""
+    head = proc.cmdline[:6]  # python -I -S -c SNIPPET: the snippet is the fifth word
+    if any(os.path.basename(arg) == "diagnose" for arg in head) or ("-m" in head and "diagnose" in head):
+        return True
+    text = " ".join(head)
+    return "nvml_probe.py" in text or "importlib.metadata as m" in text or "-m pip list" in text
+
+
+CPU_SAMPLE = 0.5  # seconds between the two reads of utime+stime
+LOW_CPU_PCT = 5.0  # below this a silent process is waiting, not computing
+PY_SPY_LIMIT = 10.0  # seconds one py-spy dump may take
+MAX_STACKS = 3
+MAX_PROCESSES = 200
+ENV_SKIP = {"PWD", "OLDPWD", "_", "PS1", "HISTFILE"}  # a shell's location says where a user stood, not what runs
+_PYTHON = re.compile(r"^python[0-9.]*$")
+# torchelastic "(pid: 1234)", "DataLoader worker (pid 1234)", "Killing subprocess 1234"
+_LOG_PIDS = re.compile(rb"\(pid:? (\d{1,9})\)|Killing subprocess (\d{1,9})")
+LOG_TAIL = 256 * 1024
+
+
+@dataclass
+class Scan:
+    processes: list[RunProcess] = field(default_factory=list)
+    launcher: dict[str, str] | None = None
+    interpreter: dict[str, str] | None = None
+    gaps: list[Gap] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def scan_run(ctx: Context, found: Sequence[ProcessInfo], how: str) -> Scan:
+    spec, host = ctx.spec, ctx.host
+    table = host.processes()
+    by_pid = {p.pid: p for p in table}
+    mine = _ours(host, by_pid)
+
+    def eligible(proc: ProcessInfo) -> bool:
+        return (proc.pid not in mine and proc.comm not in NOT_THE_RUN and bool(proc.cmdline) and not _is_diagnose(proc)
+                and os.path.basename(proc.cmdline[0]) not in NOT_THE_RUN)
+
+    chosen: dict[int, str] = {p.pid: _first_reason(how) for p in found}
+    for proc in table:
+        if ctx.remaining() < 1.0 or len(chosen) >= MAX_PROCESSES:
+            break
+        if proc.pid not in chosen and eligible(proc):
+            reason = _names_run(spec, host, proc)
+            if reason:
+                chosen[proc.pid] = reason
+    for pid, reason in _tmux_panes(ctx).items():
+        if pid in by_pid and pid not in chosen and eligible(by_pid[pid]):
+            chosen[pid] = reason
+    for pid, reason in _descendants(chosen, table, eligible).items():
+        chosen.setdefault(pid, reason)
+    scan = Scan()
+    alive = [by_pid[pid] for pid in sorted(chosen) if pid in by_pid][:MAX_PROCESSES]
+    cpu = _cpu_sample(ctx, [p.pid for p in alive])
+    for proc in alive:
+        stat = host.proc_stat(proc.pid)
+        scan.processes.append(RunProcess(
+            proc.pid, proc.ppid, proc.comm, " ".join(proc.cmdline)[:2000], stat is not None and stat.state != "Z",
+            chosen[proc.pid], host.proc_cgroup(proc.pid), proc.start_time, stat.state if stat else None, cpu.get(proc.pid)))
+    scan.processes.extend(_printed_pids(spec, host, set(by_pid)))
+    _stacks(ctx, scan, by_pid)
+    scan.launcher = _launcher(host, alive, by_pid)
+    scan.interpreter = _interpreter(alive)
+    return scan
+
+
+def _first_reason(how: str) -> str:
+    if how.startswith("pid file"):
+        return how
+    return "command line names the run"
+
+
+def _ours(host: Host, by_pid: dict[int, ProcessInfo]) -> set[int]:
+    """diagnose itself and its ancestors (the shell that started it may name the run)."""
+    mine: set[int] = set()
+    if host.local:
+        pid = os.getpid()
+        while pid in by_pid and pid > 1:
+            mine.add(pid)
+            pid = by_pid[pid].ppid
+    return mine
+
+
+def _log_paths(spec: RunSpec) -> set[str]:
+    paths = set(spec.logs) | set(spec.expected_logs or ())
+    return {os.path.realpath(p) for p in paths} | paths
+
+
+def _names_run(spec: RunSpec, host: Host, proc: ProcessInfo) -> str | None:
+    """Why this process is the run's: its working directory, environment or open files."""
+    named = run_name_pattern(spec.id)
+    if proc.cwd and named.search(proc.cwd) and not _is_shell_only(proc):
+        return f"works in {proc.cwd}"
+    env = host.proc_environ(proc.pid)
+    if env:
+        for key, value in env.items():
+            if key not in ENV_SKIP and named.search(value) and len(value) < 4096:
+                return f"environment {key}={value[:120]} names the run"
+    logs = _log_paths(spec)
+    if logs:
+        for target in host.proc_fds(proc.pid) or ():
+            if target in logs:
+                return f"has the run's log {target} open"
+    return None
+
+
+def _is_shell_only(proc: ProcessInfo) -> bool:
+    """An interactive shell sitting in the run's folder is a user looking, not the run."""
+    return os.path.basename(proc.cmdline[0]).lstrip("-") in ("bash", "sh", "zsh", "fish", "dash") and len(proc.cmdline) == 1
+
+
+def _tmux_panes(ctx: Context) -> dict[int, str]:
+    """Pane pids of the tmux session named like the run (or the configured one)."""
+    from diagnose.evidence.parsers.tmux import socket_path
+
+    spec, host = ctx.spec, ctx.host
+    session = spec.tmux_session or spec.tmux_session_guess or spec.id
+    socket, _how = socket_path(host.uid(), host.environ(), spec.tmux_socket_name, spec.tmux_socket)
+    if not host.exists(socket) or ctx.remaining() < 1.0:
+        return {}
+    result = ctx.run(["tmux", "-S", socket, "list-panes", "-s", "-t", f"={session}", "-F", "#{pane_pid}"],
+                     cap=min(3.0, ctx.remaining() / 3), env={"TMUX": None})
+    if not result.ok:
+        return {}
+    return {int(line): f"pane of tmux session {session}" for line in result.out.split() if line.isdigit()}
+
+
+def _descendants(roots: dict[int, str], table: Iterable[ProcessInfo], eligible: Callable[[ProcessInfo], bool]) -> dict[int, str]:
+    """Children of the run's processes, and theirs: a launcher script's python, DataLoader workers."""
+    children: dict[int, list[ProcessInfo]] = {}
+    for proc in table:
+        children.setdefault(proc.ppid, []).append(proc)
+    found: dict[int, str] = {}
+    queue = list(roots)
+    while queue and len(found) < MAX_PROCESSES:
+        parent = queue.pop()
+        for child in children.get(parent, ()):
+            if child.pid not in roots and child.pid not in found and eligible(child):
+                found[child.pid] = f"child of {parent}"
+                queue.append(child.pid)
+    return found
+
+
+def _cpu_sample(ctx: Context, pids: Sequence[int]) -> dict[int, float]:
+    """CPU use (% of one core) of each process over a short sample."""
+    host = ctx.host
+    if not pids:
+        return {}
+    before = {pid: host.proc_stat(pid) for pid in pids}
+    started = time.monotonic()
+    time.sleep(max(0.0, min(CPU_SAMPLE, ctx.remaining() / 4)))
+    elapsed = time.monotonic() - started
+    result: dict[int, float] = {}
+    for pid in pids:
+        first, second = before.get(pid), host.proc_stat(pid)
+        if first is None or second is None or elapsed <= 0:
+            continue
+        result[pid] = round(100.0 * (second.cpu_ticks - first.cpu_ticks) / second.ticks_per_s / elapsed, 1)
+    return result
+
+
+def _printed_pids(spec: RunSpec, host: Host, live: set[int]) -> list[RunProcess]:
+    """Pids the log printed that are gone now: the kernel's OOM line may name them."""
+    seen: dict[int, RunProcess] = {}
+    for log in spec.logs[:10]:
+        try:
+            tail = host.read_bytes(log, LOG_TAIL, -LOG_TAIL)
+        except OSError:
+            continue
+        for match in _LOG_PIDS.finditer(tail):
+            pid = int(match.group(1) or match.group(2))
+            if pid not in live and pid not in seen and len(seen) < 64:
+                seen[pid] = RunProcess(pid, 0, "", "", False, f"printed in {os.path.basename(log)}")
+    return list(seen.values())
+
+
+# ---------------------------------------------------------------- stalled: where is it stuck?
+
+
+def py_spy() -> str | None:
+    """Our own py-spy (beside the interpreter diagnose runs in, else on PATH); never one the evidence names."""
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return beside if os.access(beside, os.X_OK) else shutil.which("py-spy")
+
+
+def _stalled(ctx: Context, proc: RunProcess) -> bool:
+    last = ctx.spec.last_activity
+    if not proc.alive or last is None or proc.cpu_pct is None:
+        return False
+    return time.time() - last > ctx.spec.stall_after and proc.cpu_pct < LOW_CPU_PCT
+
+
+def _is_python(proc: ProcessInfo) -> bool:
+    names = [proc.comm, os.path.basename(proc.exe or ""), os.path.basename(proc.cmdline[0]) if proc.cmdline else ""]
+    return any(_PYTHON.match(name) for name in names)
+
+
+def _stacks(ctx: Context, scan: Scan, by_pid: dict[int, ProcessInfo]) -> None:
+    """py-spy dump of each stalled Python process of the run (at most a few)."""
+    if not ctx.host.local:
+        return
+    wanted = [i for i, p in enumerate(scan.processes) if _stalled(ctx, p) and p.pid in by_pid and _is_python(by_pid[p.pid])]
+    if not wanted:
+        return
+    tool = py_spy()
+    for index in wanted[:MAX_STACKS]:
+        proc = scan.processes[index]
+        if tool is None:
+            scan.gaps.append(Gap("process", f"py-spy: not installed, no stack of stalled pid {proc.pid} (pip install py-spy)"))
+            return
+        if ctx.remaining() < 1.0:
+            scan.gaps.append(Gap("process", f"py-spy: no time left for a stack of pid {proc.pid}"))
+            return
+        result = ctx.run([tool, "dump", "--pid", str(proc.pid)], cap=min(PY_SPY_LIMIT, ctx.remaining() - 0.5))
+        if result.ok and result.out.strip():
+            scan.processes[index] = replace(proc, stack=result.out[:64 * 1024])
+        else:
+            why = result.failure().partition(": ")[2] or result.failure()
+            scan.gaps.append(Gap("process", f"py-spy: cannot attach to pid {proc.pid}: {why[:300]}"))
+
+
+# ---------------------------------------------------------------- launcher and interpreter
+
+
+def _launcher(host: Host, alive: Sequence[ProcessInfo], by_pid: dict[int, ProcessInfo]) -> dict[str, str] | None:
+    """How the process tree says the run was started: tmux, torchrun, Slurm, systemd, nohup/background."""
+    chosen = {p.pid for p in alive}
+    roots = [p for p in alive if p.ppid not in chosen]
+    for proc in roots:
+        for ancestor in _ancestors(proc, by_pid):
+            if ancestor.comm.startswith("tmux"):
+                return {"kind": "tmux", "source": f"pid {proc.pid} runs under the tmux server (pid {ancestor.pid})"}
+    for proc in alive:
+        words = proc.cmdline[:4]
+        if words and (os.path.basename(words[0]) == "torchrun" or "torch.distributed.run" in words
+                      or "torch.distributed.launch" in words or any(os.path.basename(w) == "torchrun" for w in words)):
+            return {"kind": "torchrun", "source": f"pid {proc.pid} is torchrun"}
+    for proc in roots:
+        env = host.proc_environ(proc.pid) or {}
+        if env.get("SLURM_JOB_ID"):
+            return {"kind": "slurm", "source": f"pid {proc.pid} has SLURM_JOB_ID={env['SLURM_JOB_ID']}"}
+        cgroup = host.proc_cgroup(proc.pid) or ""
+        unit = re.search(r"system\.slice/([^/]+\.service)", cgroup)
+        if unit:
+            return {"kind": "systemd", "source": f"pid {proc.pid} is in {unit.group(1)}"}
+    for proc in roots:
+        parent = by_pid.get(proc.ppid)
+        if proc.ppid == 1 or parent is None or parent.comm in ("setsid", "nohup", "systemd", "init"):
+            redirected = [t for t in (host.proc_fds(proc.pid) or ())[:3] if t.startswith("/")]
+            how = f"pid {proc.pid} was reparented to {proc.ppid}" + (", output to a file" if redirected else "")
+            return {"kind": "nohup", "source": how}
+    return None
+
+
+def _ancestors(proc: ProcessInfo, by_pid: dict[int, ProcessInfo]) -> Iterable[ProcessInfo]:
+    seen: set[int] = set()
+    pid = proc.ppid
+    while pid > 1 and pid in by_pid and pid not in seen:
+        seen.add(pid)
+        yield by_pid[pid]
+        pid = by_pid[pid].ppid
+
+
+def _interpreter(alive: Sequence[ProcessInfo]) -> dict[str, str] | None:
+    for proc in alive:
+        if proc.exe and _PYTHON.match(os.path.basename(proc.exe)):
+            argv0 = proc.cmdline[0] if proc.cmdline else ""
+            path = argv0 if os.path.isabs(argv0) and os.path.realpath(argv0) == proc.exe else proc.exe
+            return {"path": path, "source": f"live pid {proc.pid}"}
+    return None
