@@ -293,8 +293,20 @@ def read_manifest(root: Path, label: str | None = None) -> Manifest:
         exits=data.get("exits"),
         gaps=[{"source": str(g.get("source", "?")), "reason": str(g.get("reason", "?"))} for g in data.get("gaps") or []]
         + gaps,
-        identity=data.get("identity"),
+        identity=_checked_identity(data.get("identity"), where),
     )
+
+
+def _checked_identity(data: Any, where: str) -> dict[str, Any] | None:
+    """The identity section, decoded once here so a hostile one fails with the bundle's name."""
+    if data is None:
+        return None
+    from diagnose.evidence.facts import RunIdentity
+
+    try:
+        return RunIdentity.from_json(data).to_json()
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{where}: {exc}") from None
 
 
 def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -365,8 +377,8 @@ def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mod
 
         try:
             identity = RunIdentity.from_json(manifest.identity)
-        except ValueError as exc:
-            raise InputError(f"manifest: malformed {exc}") from None
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"bundle manifest: {exc}") from None
     info = RunInfo(
         id=str(run.get("id") or default_id), mode=mode, host=run.get("host"), collected_at=run.get("collected_at"),
         launcher=run.get("launcher"), inputs=inputs,
