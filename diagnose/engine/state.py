@@ -67,7 +67,9 @@ def derive_state(evidence: Evidence, view: RunView, events: Sequence[KernelEvent
             use = f", {cpu:.1f} % CPU" if cpu is not None else ""
             return state(STALLED, f"alive (pid {_pids(view)}), but its log has been silent for {_ago(silent)}{use}")
         age = f"; last output {_ago(silent)} ago" if silent is not None else ""
-        return state(RUNNING, f"alive (pid {_pids(view)}){age}")
+        use = f", {cpu:.0f} % CPU" if cpu is not None else ""
+        since = _since(evidence)
+        return state(RUNNING, f"alive (pid {_pids(view)}{since}{use}){age}")
     if view.missing_logs and not any(_has_content(t.path) for t in own_logs(evidence)):
         return state(NEVER_STARTED, f"the expected log {view.missing_logs[0]} was never written and no process of "
                                     "the run is alive")
@@ -99,6 +101,15 @@ def _ago(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def _since(evidence: Evidence) -> str:
+    identity = getattr(evidence, "identity", None)
+    starts = [p.started_at for p in getattr(identity, "processes", ()) or () if getattr(p, "alive", False)
+              and isinstance(getattr(p, "started_at", None), (int, float))]
+    if not starts or evidence.run.collected_at is None:
+        return ""
+    return f", for {_ago(max(0.0, evidence.run.collected_at - min(starts)))}"
 
 
 def _cpu(evidence: Evidence) -> float | None:
