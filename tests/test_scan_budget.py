@@ -1,9 +1,7 @@
-"""Times are CPU time (the budget is charged in CPU time, so a busy machine neither stops a
-pattern early nor makes these checks flaky).
-
-A pattern that slips past the rule checks costs a bounded time per file, never a hang: slow
+"""A pattern that slips past the rule checks costs a bounded time per file, never a hang: slow
 confirmations are charged to a budget per pattern and file, and a pattern that spends it is
-stopped on that file and named in the report."""
+stopped on that file and named in the report. Times are CPU time: the budget is charged in CPU
+time, so a busy machine neither stops a pattern early nor makes these checks flaky."""
 
 from __future__ import annotations
 
