@@ -72,7 +72,7 @@ def hierarchy_name(key: str) -> str:
     return key or "unified (v2)"
 
 
-def _mounts() -> dict[str, tuple[str, str]]:
+def mounts() -> dict[str, tuple[str, str]]:
     """Hierarchy -> (mount point, the cgroup mounted there), from /proc/self/mountinfo."""
     found: dict[str, tuple[str, str]] = {}
     try:
@@ -116,13 +116,13 @@ def escape_cgroups(pid: int, launch: dict[str, str], run_id: str) -> tuple[list[
     own beside them. Returns (moved, stayed), each {hierarchy, from, to | why}."""
     moved: list[dict[str, Any]] = []
     stayed: list[dict[str, Any]] = []
-    mounts = _mounts()
+    mounted = mounts()
     for key, path in cgroups(pid).items():
         session = launch.get(key)
         if session is None or session == "/" or not _inside(path, session):
             continue  # not in the session's cgroup here (or the session is at the root)
         name = hierarchy_name(key)
-        mount = mounts.get(key)
+        mount = mounted.get(key)
         if mount is None:
             stayed.append({"hierarchy": name, "path": path, "why": "not mounted here"})
             continue
