@@ -6,11 +6,13 @@ half. Everything started is killed in teardown (launch_support.Launches.close)."
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import stat
 import subprocess
+import tarfile
 import textwrap
 import time
 from pathlib import Path
@@ -147,6 +149,11 @@ def test_silent_sleeping_run(launches: Launches, tmp_path: Path) -> None:
     kinds = [e["event"] for e in events(watched.out)]
     assert kinds[0] == "started" and "silent" in kinds and kinds[-2:] == ["stalled", "diagnosis"]
     assert events(watched.out)[-1]["report"]["causes"][0]["id"] == "run.stalled"
+    os.kill(rec["supervisor"]["pid"], signal.SIGTERM)  # the supervisor passes it on to the run's process group
+    rec = launches.wait_record("sl1", lambda r: r.get("exit") is not None)
+    assert rec["exit"]["signal"] == signal.SIGTERM and rec["exit"]["how"] == "killed by SIGTERM"
+    listed = launches.run(["runs", "--format", "json"], work)
+    assert [(e["run"], e["status"]) for e in events(listed.out)] == [("sl1", "killed by SIGTERM")]
 
 
 def test_crash_after_a_few_lines(launches: Launches, tmp_path: Path) -> None:
@@ -161,6 +168,18 @@ def test_crash_after_a_few_lines(launches: Launches, tmp_path: Path) -> None:
     assert watched.code == 1
     assert "cr1 exit: exit status 1" in watched.out
     assert "1. Unrecognised exception: ValueError: bad batch shape (3, 224)" in watched.out
+    # The record goes into the bundle; the bundle gives the same answer elsewhere.
+    bundle = tmp_path / "cr1.tar.gz"
+    collected = launches.run(["collect", "cr1", "-o", str(bundle)], work)
+    assert collected.code == 0, collected.err
+    again = launches.run([str(bundle), "--format", "json"], tmp_path)
+    data = json.loads(again.out)
+    assert again.code == 1 and data["causes"][0]["id"] == "unrecognised.crash"
+    assert data["run"]["launcher"]["kind"] == "diagnose-launch" and data["run"]["logs"][0]["source"] == "launch-record"
+    with tarfile.open(bundle) as archive:
+        manifest = json.load(archive.extractfile(next(m for m in archive if m.name.endswith("manifest.json"))))
+    assert manifest["launch"]["run_id"] == "cr1" and manifest["launch"]["exit"]["code"] == 1
+    assert any(e["source"] == "launch record" and e["code"] == 1 for e in manifest["exits"])
 
 
 @needs_tmux
@@ -245,3 +264,53 @@ def test_root_cgroup_ties_no_kernel_event_to_the_run() -> None:
     in_own = RunView(known=True, pids={1000: "launch record"}, cgroups=frozenset({"/job7"}), comms=frozenset({"python3"}))
     assert attribute(oom("/job7/step0"), in_own).verdict == OWN
     assert attribute(oom("/"), in_own).verdict == ELSEWHERE
+
+
+def test_watch_a_run_not_launched_by_diagnose(launches: Launches, tmp_path: Path) -> None:
+    """Found as `diagnose RUN_ID` finds it: its log named after the run, its command line."""
+    work = workdir(tmp_path)
+    flag = work / "nl1.go"
+    with open(work / "nl1.log", "wb") as log:
+        run = subprocess.Popen([PYTHON3, "train.py", "until", str(flag)], cwd=work, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    try:
+        watcher = launches.popen(["watch", "nl1", "--every", "0.3s", "--format", "json"], work)
+        time.sleep(1.5)
+        flag.touch()
+        out, err = watcher.communicate(timeout=60)
+        assert watcher.returncode == 0, out + err
+        seen = events(out)
+        assert seen[0]["event"] == "started" and seen[0]["pid"] == run.pid
+        assert [e["event"] for e in seen[1:]] == ["output", "step", "gone", "diagnosis"]
+        assert seen[-1]["report"]["run"]["state"] == "finished"
+    finally:
+        run.kill()
+        run.wait()
+
+
+def test_bad_launches_are_usage_errors(launches: Launches, tmp_path: Path) -> None:
+    work = workdir(tmp_path)
+    for args, said in [
+        (["launch", "a/b", "--", "true"], "not a run id"),
+        (["launch", "ok", "--cwd", str(work / "nowhere"), "--", "true"], "not a folder"),
+        (["launch", "ok", "--log", str(work / "no" / "x.log"), "--", "true"], "does not exist"),
+        (["launch", "ok", "--wait", "soon", "--", "true"], "expected a duration"),
+        (["launch", "ok"], "Missing argument"),
+    ]:
+        done = launches.run(args, work)
+        assert done.code == 2 and said in done.err and "Traceback" not in done.err, (args, done.err)
+    assert not list(work.glob("*.log"))  # nothing was started, no log made
+    if not os.path.isdir("/run/systemd/system"):
+        done = launches.run(["launch", "sd1", "--via", "systemd-run", "--", "true"], work)
+        assert done.code == 2 and "systemd is not running on this machine" in done.err
+        assert not (work / "sd1.log").exists()
+
+
+@pytest.mark.skipif(not os.path.isdir("/run/systemd/system") or shutil.which("systemd-run") is None,
+                    reason="needs a running systemd and systemd-run")
+def test_systemd_run(launches: Launches, tmp_path: Path) -> None:
+    work = workdir(tmp_path)
+    done = launches.run(["launch", "sd2", "--via", "systemd-run", "--wait", "5s", "--", PYTHON3, "train.py", "x"], work)
+    assert done.code == 0 and "sd2: started and finished: exit status 0" in done.out, done.out + done.err
+    rec = launches.record("sd2")
+    assert rec["launcher"]["unit"].startswith("diagnose-sd2-") and rec["exit"]["code"] == 0
