@@ -441,12 +441,14 @@ def refresh(started: Started, obs: Observation) -> None:
 def _escaped(supervisor: dict[str, Any] | None) -> str:
     if not supervisor:
         return "?"
-    moved = supervisor.get("escaped") or []
+    moved, stayed = supervisor.get("escaped") or [], supervisor.get("stayed") or []
     parts = [f"session {supervisor.get('sid')}"]
     if moved:
         parts.append("left " + ", ".join(f"{m.get('hierarchy')} {m.get('from')} -> {m.get('to')}" for m in moved[:3]))
-    elif supervisor.get("kept_cgroup"):
-        parts.append("kept the launch's cgroups")
+    if stayed:  # the end of this session's cgroup would take the run along: say so
+        parts.append("stayed in " + ", ".join(f"{m.get('hierarchy')} {m.get('path')} ({m.get('why')})" for m in stayed[:3]))
+    if supervisor.get("kept_cgroup"):
+        parts.append("kept the launch's cgroups (--keep-cgroup)")
     return "; ".join(parts)
 
 

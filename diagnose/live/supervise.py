@@ -33,6 +33,7 @@ import errno
 import json
 import os
 import posixpath
+import shlex
 import signal
 import sys
 import time
@@ -289,8 +290,10 @@ def detach(args: Spec) -> int:
             os.write(write_end, f"{os.getpid()}\n".encode())
             os.close(write_end)
             code = supervise(args)
-        except BaseException:
+        except BaseException as exc:  # nobody sees our stderr: say it in the record
             code = 1
+            failed = f"supervisor failed: {type(exc).__name__}: {exc}"
+            _update(Path(args.record), lambda rec: records.note(rec, failed))
         finally:
             os._exit(code)
     os.close(write_end)
@@ -327,7 +330,7 @@ def pane(args: Spec) -> int:
         signal.signal(signum, forward)
     offset = 0
     try:
-        out.write(f"diagnose launch: {args.command!r} -> {args.log}\n".encode())
+        out.write(f"diagnose launch: {shlex.join(args.command)} > {shlex.quote(args.log)}\n".encode())
         out.flush()
         while True:
             data = None

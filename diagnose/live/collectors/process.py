@@ -12,7 +12,7 @@ import re
 from diagnose.evidence.facts import RunProcess
 from diagnose.live.collectors.base import Context, Output
 from diagnose.live.collectors.procscan import _INTERPRETER, NOT_THE_RUN, _is_diagnose, scan_run
-from diagnose.live.hosts import Host, ProcessInfo
+from diagnose.live.hosts import Host, ProcessInfo, cgroup_of
 from diagnose.live.runs import RunSpec, run_name_pattern
 
 
@@ -58,8 +58,10 @@ def _record_pids(spec: RunSpec, host: Host) -> tuple[list[ProcessInfo], list[Run
     ended = records.part(record, "exit")
     how = f"launch record ({ended.get('how')})" if ended.get("how") else "launch record (no longer alive)"
     started = record.get("started_at")
+    lines = record.get("cgroup")
+    cgroup = cgroup_of("\n".join(str(line) for line in lines)) if isinstance(lines, list) else None
     return [], [RunProcess(pid, 0, os.path.basename(str((record.get("command") or ["?"])[0]))[:15], command, False, how,
-                           None, float(started) if isinstance(started, (int, float)) else None)]
+                           cgroup, float(started) if isinstance(started, (int, float)) else None)]
 
 
 def run_processes(spec: RunSpec, host: Host) -> tuple[str, list[ProcessInfo]]:
