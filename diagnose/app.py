@@ -170,7 +170,7 @@ def launch(request: Any, wait: float, load_rules: Any, say: Any) -> Any:
     has something to read."""
     from diagnose.live.launch import finish, observe, refresh, start, verdict
 
-    started = start(request, say)
+    started = start(request)
     where = started.launcher
     how = (f"session {where.get('tmux_session')} on {where.get('tmux_socket')}" if started.via == "tmux"
            else f"unit {where.get('unit')}" if started.via == "systemd-run" else "own session")

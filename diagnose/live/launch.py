@@ -74,9 +74,8 @@ Say = Callable[[str], None]
 # ---------------------------------------------------------------- start
 
 
-def start(request: LaunchRequest, say: Say | None = None) -> Started:
+def start(request: LaunchRequest) -> Started:
     """Check everything that can be checked, make the log and the record, start the supervisor."""
-    say = say or (lambda _text: None)
     if not request.command:
         raise DiagnoseError("launch: no command given (diagnose launch RUN_ID -- CMD ...)")
     cwd = os.path.abspath(os.path.expanduser(request.cwd or os.getcwd()))
@@ -124,8 +123,8 @@ def start(request: LaunchRequest, say: Say | None = None) -> Started:
         raise DiagnoseError(f"{path}: cannot write the launch record ({exc.strerror or exc})") from None
     spec = {"record": str(path), "log": str(log), "cwd": cwd, "command": list(request.command), "env": env,
             "keep_cgroup": request.keep_cgroup}
-    env_file = _spec_file(path.parent, request.run_id, spec)
-    argv = supervisor_argv("pane" if via == "tmux" else "detach" if via == "setsid" else "foreground", env_file)
+    spec_file = _spec_file(path.parent, request.run_id, spec)
+    argv = supervisor_argv("pane" if via == "tmux" else "detach" if via == "setsid" else "foreground", spec_file)
     try:
         if via == "tmux":
             launcher = _start_tmux(tmux, argv, cwd, request.run_id)
@@ -135,7 +134,7 @@ def start(request: LaunchRequest, say: Say | None = None) -> Started:
             launcher = _start_systemd(argv, request.run_id)
     except DiagnoseError as exc:
         with contextlib.suppress(OSError):
-            os.unlink(env_file)
+            os.unlink(spec_file)
         _unmake_log(log, made_log)
         failed = f"launch failed: {exc.message}"
         with contextlib.suppress(records.RecordError, OSError):

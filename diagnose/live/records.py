@@ -163,6 +163,8 @@ def recent(folder: Path | None = None, limit: int | None = None) -> list[Record]
         return []
     found: list[Record] = []
     for entry in sorted(folder.glob("*.json")):
+        if entry.name.startswith("."):
+            continue  # a launch's spec file (.RUN.spec.*.json), not a record
         with contextlib.suppress(RecordError):
             data = read(entry)
             if data is not None:

@@ -208,6 +208,16 @@ def supervise(args: Spec) -> int:
 
     _update(path, started_supervisor)
     env = args.env
+    child: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        """SIGTERM / SIGINT / SIGQUIT to the supervisor: meant for the run (installed before it starts)."""
+        if child:
+            with contextlib.suppress(OSError):
+                os.killpg(child[0], signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+        signal.signal(signum, forward)
     try:
         os.chdir(args.cwd)
         log = os.open(args.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOCTTY, 0o644)
@@ -229,14 +239,8 @@ def supervise(args: Spec) -> int:
         return 127
     finally:
         os.close(log)
+    child.append(pid)
     started = time.time()
-
-    def forward(signum: int, _frame: object) -> None:
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signum)
-
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
-        signal.signal(signum, forward)
 
     def spawned(rec: records.Record) -> None:
         rec.update({"pid": pid, "pgid": pid, "sid": pid, "pid_start_ticks": records.proc_start_ticks(pid, zombie_ok=True),

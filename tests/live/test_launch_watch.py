@@ -18,10 +18,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from diagnose.live import records
 from tests.live.launch_support import PYTHON3, Launches, events, make_session
+from tests.report_support import JSON_SCHEMA
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs the tmux program (apt-get install tmux)")
 
@@ -69,6 +71,7 @@ def test_missing_script_did_not_start(launches: Launches, tmp_path: Path) -> Non
     assert [e["event"] for e in seen[:2]] == ["started", "output"] and seen[-2]["event"] == "exit"
     assert seen[-2]["code"] == 127
     report = seen[-1]["report"]
+    jsonschema.validate(report, JSON_SCHEMA)  # watch's diagnosis is the normal JSON report
     assert seen[-1]["event"] == "diagnosis" and seen[-1]["exit_code"] == 1
     assert report["causes"][0]["id"] == "launch.script-not-found"
     run = report["run"]  # the record's parts are facts, and the report says where they come from
@@ -97,6 +100,9 @@ def test_tmux_server_sigkilled_run_still_supervised(launches: Launches, tmp_path
     watched = launches.run(["watch", "tk1", "--every", "0.3s"], work)
     assert watched.code == 1, watched.err
     assert "tk1 exit: exit status 5" in watched.out
+    data = json.loads(launches.run(["tk1", "--format", "json"], work).out)
+    jsonschema.validate(data, JSON_SCHEMA)
+    assert data["causes"][0]["id"] == "run.exited-with-error" and data["run"]["launcher"]["tmux_server"] == "stale_socket"
     assert "The run exited with status 5, and its log does not say why" in watched.out
     assert "tmux stale_socket" in watched.out  # the report shows the dead server, and does not blame it
 
