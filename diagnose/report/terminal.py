@@ -106,7 +106,7 @@ def _identity(w: Writer, diagnosis: Diagnosis) -> None:
     for log in identity.logs[:4]:
         basis = f": {log.basis}" if log.basis else ""
         w.line((f"  log: {log.path} ({'exists' if log.exists else 'missing'}; {log.source}{basis})", "dim"))
-    alive = [p for p in identity.processes if p.alive]
+    alive = [p for p in identity.processes if p.alive or p.source.startswith("launch record")]
     for proc in alive[:4]:
         w.line((f"  process: pid {proc.pid} {proc.cmdline[:80]} ({proc.source})", "dim"))
 
