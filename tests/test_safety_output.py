@@ -151,9 +151,10 @@ def test_error_lines_on_stderr_stay_one_line(tmp_path: Path) -> None:
     assert result.stderr == "diagnose: error: no\\x0a::error title=x::such\\x1b]0;t\\x07.log: no such file or directory\n"
 
 
-def test_rich_terminal_shows_markup_as_text_and_only_its_own_colours() -> None:
+def test_rich_terminal_shows_markup_as_text_and_only_its_own_colours(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a terminal (rich), `[rank0]:` and `[bold red]` are log text, not markup; the only escape
     sequences are rich's own colours."""
+    monkeypatch.setenv("COLUMNS", "4000")  # one line per paragraph: the text is compared whole
     from diagnose.engine.findings import Cause, Diagnosis
     from diagnose.evidence.model import Evidence, EvidenceItem, RunInfo
     from diagnose.report.render import Format, render
@@ -171,7 +172,7 @@ def test_rich_terminal_shows_markup_as_text_and_only_its_own_colours() -> None:
     text = out.getvalue()
     without_colours = re.sub(r"\x1b\[[0-9;]*m", "", text)
     assert RAW.search(without_colours.replace("\n", " ")) is None, repr(without_colours)
-    unwrapped = without_colours.replace("\n", "")  # rich wraps at the terminal's width
+    unwrapped = without_colours.replace("\n", "")
     assert "[rank0]: [bold red]boom[/bold red] [link=x]y[/link]" in unwrapped
     assert visible(hostile) in unwrapped
 
