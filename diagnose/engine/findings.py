@@ -92,6 +92,7 @@ class Lane:
     first: float | None = None  # the first and last time the lane's log shows activity
     last: float | None = None
     activity: tuple[tuple[float, int], ...] = ()  # (bucket start, lines) over the timeline's span
+    untimed_before: bool = False  # it printed lines without a time before its first timed one
     last_line: Mark | None = None
     first_error: Mark | None = None
 

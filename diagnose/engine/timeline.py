@@ -29,7 +29,12 @@ from diagnose.evidence.textio import read_head, read_tail
 from diagnose.vocab import Role, Severity
 
 HEAD_BYTES = 64 * 1024
-TAIL_BYTES = 1024 * 1024  # activity and line times near the end: where a run fails
+# Activity and line times near the end (where a run fails): this much in all, shared by the
+# logs of the run (a run of 64 per-rank files reads 32 KiB of each), so building
+# the timeline costs a bounded read, whatever the size of the logs.
+TAIL_BUDGET = 512 * 1024
+MIN_TAIL = 32 * 1024
+MTIME_SLACK = 3600.0  # seconds between a loose file's last timestamp and an mtime that is still its last write
 BUCKETS = 240  # activity is kept as at most this many (time, lines) buckets per lane
 MAX_MARKS_PER_LANE = 40
 
@@ -58,6 +63,19 @@ class _FileLines:
     numbers: list[int] = field(default_factory=list)  # line numbers of timestamped lines, ascending
     times: list[float] = field(default_factory=list)
     last_line_no: int = 0
+    trust_mtime: bool = True  # the file's mtime is its last write (not a copy's time): see last_write()
+
+    def last_write(self) -> float | None:
+        """The file's mtime, when it can be the time of its last line: collected from the run (a
+        live run, a bundle) or, for loose files, no more than MTIME_SLACK after its last timestamp
+        (a log copied out of CI has its copy's time)."""
+        mtime = self.source.mtime
+        if mtime is None:
+            return None
+        if self.times:
+            last = max(self.times)
+            return mtime if last - 1.0 <= mtime <= last + MTIME_SLACK else None
+        return mtime if self.trust_mtime else None
 
     def time_at(self, line_no: int) -> tuple[float | None, bool]:
         """The time of a line: its own, else the last write when it is the file's last line, else
@@ -65,8 +83,9 @@ class _FileLines:
         at = bisect.bisect_right(self.numbers, line_no) - 1
         if at >= 0 and self.numbers[at] == line_no:
             return self.times[at], False
-        if line_no >= self.last_line_no and self.source.mtime is not None:
-            return self.source.mtime, True
+        last_write = self.last_write() if line_no >= self.last_line_no else None
+        if last_write is not None:
+            return last_write, True
         if at >= 0:
             return self.times[at], True
         return None, False
@@ -77,10 +96,10 @@ def _lane_key(rank: int | None, host: str | None, hosts: int, has_ranks: bool) -
     return f"{host} {name}" if hosts > 1 and host else name
 
 
-def _read(source: TextFile) -> list[tuple[int, str]]:
+def _read(source: TextFile, tail_bytes: int) -> list[tuple[int, str]]:
     """(line number, text) of the head and the tail of a log, without ANSI escapes."""
     path = Path(source.path)
-    tail, first = read_tail(path, TAIL_BYTES)
+    tail, first = read_tail(path, tail_bytes)
     lines = [(first + n, t) for n, t in enumerate(strip_ansi(tail).decode("utf-8", "replace").split("\n"))]
     if first > 1:
         head = strip_ansi(read_head(path, HEAD_BYTES)).decode("utf-8", "replace").split("\n")[:-1]
@@ -88,36 +107,49 @@ def _read(source: TextFile) -> list[tuple[int, str]]:
     return [(n, t) for n, t in lines if t.strip()]
 
 
-def _scan_logs(logs: Sequence[TextFile], host: str | None, hosts: int,
-               has_ranks: bool) -> tuple[dict[str, list[float]], dict[str, _FileLines], dict[str, LogLine], set[int]]:
+def _scan_logs(logs: Sequence[TextFile], host: str | None, hosts: int, has_ranks: bool,
+               trust_mtime: bool) -> tuple[dict[str, list[float]], dict[str, _FileLines], dict[str, list[LogLine]], set[int], set[str]]:
     activity: dict[str, list[float]] = {}
     files: dict[str, _FileLines] = {}
-    last_own: dict[str, LogLine] = {}
+    last_own: dict[str, list[LogLine]] = {}  # lane -> its last own line in each file
     ranks: set[int] = set()
+    early: set[str] = set()
+    tail_bytes = max(MIN_TAIL, TAIL_BUDGET // max(len(logs), 1))
     for source in logs:
         try:
-            lines = _read(source)
+            lines = _read(source, tail_bytes)
         except Exception:  # a log we scanned but cannot re-read adds nothing to the timeline
             continue
-        info = files[source.display] = _FileLines(source, last_line_no=lines[-1][0] if lines else 0)
+        info = files[source.display] = _FileLines(source, last_line_no=lines[-1][0] if lines else 0,
+                                                  trust_mtime=trust_mtime)
+        keyed: list[tuple[str, int | None]] = []
         for line_no, text in lines:
             rank = line_rank(text, source.rank)
             if rank is not None:
                 ranks.add(rank)
             key = _lane_key(rank, host, hosts, has_ranks or rank is not None)
+            keyed.append((key, rank))
             moment = log_time(text, source.year)
             if moment is not None:
                 info.numbers.append(line_no)
                 info.times.append(moment)
                 activity.setdefault(key, []).append(moment)
-            else:
-                activity.setdefault(key, [])
-            if own_output(text):
-                last_own[key] = LogLine(source.display, line_no, text, rank, source.year)
-        if source.mtime is not None and lines and source.rank is not None:
+            elif not activity.setdefault(key, []):
+                early.add(key)
+        # Each lane's last line of its own in this file: from the end back, until every lane of
+        # the file has one. The latest of the files' wins (below).
+        wanting = {key for key, _rank in keyed}
+        for (line_no, text), (key, rank) in zip(reversed(lines), reversed(keyed), strict=True):
+            if not wanting:
+                break
+            if key in wanting and own_output(text):
+                last_own.setdefault(key, []).append(LogLine(source.display, line_no, text, rank, source.year))
+                wanting.discard(key)
+        last_write = info.last_write()
+        if last_write is not None and lines and source.rank is not None:
             own_file = _lane_key(source.rank, host, hosts, has_ranks)
-            activity.setdefault(own_file, []).append(source.mtime)  # the file's last write
-    return activity, files, last_own, ranks
+            activity.setdefault(own_file, []).append(last_write)
+    return activity, files, last_own, ranks, early
 
 
 # ---------------------------------------------------------------- building it
@@ -131,7 +163,7 @@ def build_timeline(evidence: Evidence, causes: Sequence[Cause], events: Sequence
     logs = own_logs(evidence)
     log = run_log(evidence)
     has_ranks = bool(log.ranks) or any(t.rank is not None for t in logs)
-    activity, files, last_own, ranks = _scan_logs(logs, host, hosts, has_ranks)
+    activity, files, last_own, ranks, early = _scan_logs(logs, host, hosts, has_ranks, evidence.run.mode != "scan")
     ranks |= log.ranks
     marks: list[Mark] = []
 
@@ -145,9 +177,16 @@ def build_timeline(evidence: Evidence, causes: Sequence[Cause], events: Sequence
 
     # The last line each lane's own code printed.
     last_lines: dict[str, Mark] = {}
-    for key, line in last_own.items():
-        moment, approx = place(line.source, line.line_no, log_time(line.text, line.year))
-        last_lines[key] = Mark(LAST_LINE, key, moment, "last line", line.text, line.source, line.line_no, approx)
+    for key, candidates in last_own.items():
+        for line in candidates:
+            moment, approx = place(line.source, line.line_no, log_time(line.text, line.year))
+            mark = Mark(LAST_LINE, key, moment, _bare(line.body), line.text, line.source, line.line_no, approx)
+            held = last_lines.get(key)
+            # The latest; at the same time (a line in the console log and in the rank's own
+            # file) the rank's own file, which is read after the console.
+            if held is None or (moment is not None and (held.time is None or moment >= held.time)):
+                last_lines[key] = mark
+    own_lines = {(line.source, line.line_no) for candidates in last_own.values() for line in candidates}
     # Collective timeouts: which rank's watchdog fired, which rank was behind.
     verdict = analyse(log)
     for rank, records in verdict.timed_out.items():
@@ -198,7 +237,7 @@ def build_timeline(evidence: Evidence, causes: Sequence[Cause], events: Sequence
         for item in cause.evidence:
             if item.line is None or item.source not in files or (item.source, item.line) in in_summary:
                 continue
-            if any((line.source, line.line_no) == (item.source, item.line) for line in last_own.values()):
+            if (item.source, item.line) in own_lines:
                 continue  # a lane's last line, quoted as where it stopped: marked as that
             moment, approx = place(item.source, item.line, item.time)
             key = key_of(item.rank, item.host)
@@ -207,14 +246,14 @@ def build_timeline(evidence: Evidence, causes: Sequence[Cause], events: Sequence
                 continue
             placed[key] = Mark(ERROR, key, moment, _short(item), item.text, item.source, item.line, approx, cause=cause.id)
         marks.extend(placed.values())
-    return _assemble(marks, activity, last_lines, exits, ranks, verdict.lagging, causes, host, hosts, has_ranks, view)
+    return _assemble(marks, activity, last_lines, exits, ranks, verdict.lagging, causes, host, hosts, has_ranks, early)
 
 
 def _assemble(marks: list[Mark], activity: dict[str, list[float]], last_lines: dict[str, Mark], exits: dict[str, str],
               ranks: set[int], lagging: Iterable[int], causes: Sequence[Cause], host: str | None, hosts: int,
-              has_ranks: bool, view: RunView) -> Timeline:
+              has_ranks: bool, early: set[str]) -> Timeline:
     times = [t for ts in activity.values() for t in ts] + [m.time for m in marks if m.time is not None]
-    times += [t for t in (view.start, view.last_write) if t is not None]
+    times += [m.time for m in last_lines.values() if m.time is not None]
     own_times = [m.time for m in marks if m.time is not None and (m.own or not m.lane.startswith("kernel"))]
     if not times:
         return Timeline()
@@ -244,7 +283,7 @@ def _assemble(marks: list[Mark], activity: dict[str, list[float]], last_lines: d
             states.append(exits[key])
         kind, rank, lane_host = _parse_key(key, host)
         lanes.append(Lane(key, kind, rank, lane_host, "; ".join(states), ts[0] if ts else None, ts[-1] if ts else None,
-                          _buckets(ts, start, end), last_lines.get(key), first_error))
+                          _buckets(ts, start, end), key in early and bool(ts), last_lines.get(key), first_error))
     all_marks = tuple(m for lane in lanes for m in by_lane.get(lane.key, []))
     failures = [m for m in all_marks if m.kind in FAILURES and m.own and not (m.kind == EXIT and m.label == "exit 0")]
     timed = [m for m in failures if m.time is not None]
@@ -319,6 +358,14 @@ def _exit_words(code: int | None, signal: str | int | None) -> str:
 
 
 _HEADER = re.compile(r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d[.\d]* [^\]]{0,80}\]\s*|^(?:\[(?:PG [^\]]{0,80}|Rank \d+)\]\s*)+")
+
+
+_LEADING_TIME = re.compile(r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*")
+
+
+def _bare(text: str) -> str:
+    """A line without the timestamp it starts with: reports show its time beside it."""
+    return _LEADING_TIME.sub("", text, count=1) or text
 
 
 def _short(item: EvidenceItem, limit: int = 120) -> str:

@@ -122,8 +122,8 @@ def cut(text: str, match: str, budget: int) -> list[Span]:
         head, _rest = _take(text, budget - 1)
         return [(head, ""), (ELLIPSIS, "dim")]
     room = budget - cells(match) - 2  # two ellipses at most
-    if room <= 0:
-        head, _rest = _take(match, budget - 1)
+    if room <= 0:  # the match alone is too long: its start, as much as fits
+        head, _rest = _take(match, budget - (2 if at else 1))
         return [s for s in ((ELLIPSIS if at else "", "dim"), (head, "match"), (ELLIPSIS, "dim")) if s[0]]
     before_text, after_text = text[:at], text[at + len(match):]
     # A third of the room before the match, the rest after it (what follows a match - the
@@ -167,19 +167,21 @@ def _tail(text: str, width: int) -> str:
 
 def clip(spans: Sequence[Span], width: int) -> list[Span]:
     """Spans cut to width columns, an ellipsis marking the cut."""
+    if sum(cells(text) for text, _ in spans) <= width:
+        return list(spans)
     out: list[Span] = []
-    used = 0
+    room = width - 1  # the ellipsis takes the last column
     for text, style in spans:
         size = cells(text)
-        if used + size <= width:
+        if size <= room:
             out.append((text, style))
-            used += size
+            room -= size
             continue
-        head, _rest = _take(text, max(width - used - 1, 0)) if width - used > 1 else ("", text)
-        if head:
-            out.append((head, style))
-        out.append((ELLIPSIS, "dim"))
+        head = _take(text, room)[0] if room > 0 else ""
+        if head and cells(head) <= room:
+            out.append((head.rstrip(" "), style))
         break
+    out.append((ELLIPSIS, "dim"))
     return out
 
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Any, Protocol
 
-from diagnose.engine.findings import Cause, Diagnosis, Mark, Timeline
+from diagnose.engine.findings import Cause, Diagnosis, Lane, Mark, Timeline
 from diagnose.evidence.model import EvidenceItem
 from diagnose.report._common import partition, state_words, verdict
 from diagnose.report._layout import Line, Span, cut, table, wrap
@@ -36,6 +36,7 @@ EVIDENCE_SHOWN = 6  # evidence lines of a cause shown without -v
 EVIDENCE_ROWS = 3  # screen rows one evidence line may take (cut around the match beyond); -v: more
 EVIDENCE_ROWS_VERBOSE = 12
 DEFAULT_WIDTH = 80
+MAX_RANK_ROWS = 12  # ranks in the terminal's table; the ones with something to show come first
 
 
 class Writer(Protocol):
@@ -192,6 +193,14 @@ def _facts(page: _Page, diagnosis: Diagnosis) -> None:
 
 def _ranks(page: _Page, timeline: Timeline) -> None:
     lanes = [lane for lane in timeline.lanes if lane.kind == "rank"]
+    hidden = 0
+    if len(lanes) > MAX_RANK_ROWS:
+        # The ranks worth a row first: blamed, first failure, a state or an error of their own.
+        def telling(lane: Lane) -> bool:
+            return lane.key == timeline.blamed or bool(lane.state) or lane.first_error is not None
+        keep = {lane.key for lane in sorted(lanes, key=lambda lane: not telling(lane))[:MAX_RANK_ROWS]}
+        hidden = len(lanes) - len(keep)
+        lanes = [lane for lane in lanes if lane.key in keep]
     nodes = len({lane.host for lane in lanes}) > 1
     header = (["node"] if nodes else []) + ["rank", "state", "last line", "first error"]
     first = timeline.first_failure
@@ -208,7 +217,7 @@ def _ranks(page: _Page, timeline: Timeline) -> None:
     page.w.line([("Ranks", "bold")])
     for line in table(header, rows, page.width, indent="  ", minimum=[4, 4, 12, 14, 14][-len(header):]):
         page.w.line(line)
-    notes = []
+    notes = [f"{hidden} more ranks with nothing of their own to show (the HTML report lists every rank)"] if hidden else []
     if timeline.blamed and any(lane.key == timeline.blamed for lane in lanes):
         notes.append("* the rank the top cause points at")
     if first is not None and any(lane.first_error == first for lane in lanes):
@@ -223,9 +232,7 @@ def _ranks(page: _Page, timeline: Timeline) -> None:
 def _mark_cell(mark: Mark | None, first: bool) -> list[Span]:
     if mark is None:
         return [("-", "dim")]
-    from diagnose.engine.analyzers.runlog import LogLine
-
-    text = mark.label if mark.kind != "last-line" else LogLine("", 0, mark.text, None).body
+    text = mark.label
     spans: list[Span] = [(_hms(mark.time, mark.approx) + " ", "bold red" if first else "dim")]
     if first:
         spans.append(("first: ", "bold red"))
