@@ -74,10 +74,11 @@ def _rstrip(line: Line) -> Line:
 
 
 def wrap(spans: Sequence[Span], width: int, first: str = "", hang: str | None = None,
-         prefix_style: str = "") -> list[Line]:
+         prefix_style: str = "", fold: bool = True) -> list[Line]:
     """Spans word-wrapped to width columns: the first line starts with `first`, the others with
-    `hang` (default: as many spaces), so a paragraph keeps its indent. A word longer than a line
-    is split; the spaces at a break are dropped."""
+    `hang` (default: as many spaces), so a paragraph keeps its indent; the spaces at a break are
+    dropped. A word longer than a line is split (fold), or else kept whole on a line of its own
+    (a path or an address: the terminal soft-wraps it, and it copies as one piece)."""
     hang = " " * cells(first) if hang is None else hang
     lines: list[Line] = []
     line: Line = [(first, prefix_style)] if first else []
@@ -97,8 +98,13 @@ def wrap(spans: Sequence[Span], width: int, first: str = "", hang: str | None = 
                 used += size
                 empty = False
                 break
-            if not empty and size <= room - cells(hang):
+            if not empty and (size <= room - cells(hang) or not fold):
                 lines.append(_rstrip(line))  # break before the word
+            elif not fold:
+                _append(line, text, style)  # alone on its line, whole
+                used += size
+                empty = False
+                break
             else:
                 head, text = _take(text, room - used)  # split a word that fits no line
                 _append(line, head, style)

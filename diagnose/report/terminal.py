@@ -94,8 +94,10 @@ class _Page:
     def blank(self) -> None:
         self.w.line([])
 
-    def para(self, spans: Sequence[Span], first: str = "", hang: str | None = None) -> None:
-        for line in wrap(spans, self.width, first, hang):
+    def para(self, spans: Sequence[Span], first: str = "", hang: str | None = None, fold: bool = False) -> None:
+        """A paragraph wrapped under its indent; a word wider than the line (a path) is kept whole
+        unless fold (log text, already cut to a few rows)."""
+        for line in wrap(spans, self.width, first, hang, fold=fold):
             self.w.line(line)
 
     def field(self, label: str, spans: Sequence[Span], indent: str = "  ") -> None:
@@ -265,7 +267,7 @@ def _evidence(page: _Page, item: EvidenceItem, verbose: bool) -> None:
               hang="       ")
     room = page.width - 7
     budget = max(room, 20) * (EVIDENCE_ROWS_VERBOSE if verbose else EVIDENCE_ROWS)
-    page.para(cut(item.text, item.match, budget), first="       ")
+    page.para(cut(item.text, item.match, budget), first="       ", fold=True)
 
 
 def _cause(page: _Page, number: int, cause: Cause, verbose: bool) -> None:
