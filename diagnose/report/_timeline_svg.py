@@ -19,7 +19,7 @@ AXIS_H = 34
 LANE_H = 40
 MARK_R = 6
 # Steps of the time axis, in seconds: the first giving at most MAX_TICKS ticks is used.
-STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
+STEPS = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
 MAX_TICKS = 9
 KIND_WORDS = {"last-line": "last line", "error": "error", "timeout": "watchdog timeout", "oom-kill": "OOM kill",
               "xid": "GPU Xid", "segfault": "segfault", "exit": "exit"}
@@ -46,12 +46,20 @@ class _Scale:
     def x(self, moment: float) -> float:
         return round(self.left + (moment - self.start) / (self.end - self.start) * (self.right - self.left), 2)
 
+    def step(self) -> float:
+        return next((s for s in STEPS if (self.end - self.start) / s <= MAX_TICKS), STEPS[-1])
+
     def ticks(self) -> list[float]:
-        span = self.end - self.start
-        step = next((s for s in STEPS if span / s <= MAX_TICKS), STEPS[-1])
+        step = self.step()
         offset = time.localtime(self.start).tm_gmtoff  # ticks on round local times
         first = (int((self.start + offset) // step) + 1) * step - offset
-        return [first + n * step for n in range(int(span // step) + 1) if first + n * step <= self.end]
+        count = int((self.end - self.start) // step) + 1
+        return [first + n * step for n in range(count) if first + n * step <= self.end]
+
+    def label(self, moment: float) -> str:
+        if self.step() >= 1:
+            return clock(moment)
+        return clock(moment) + f".{int(round(moment % 1 * 10)) % 10}"
 
 
 def _shape(mark: Mark, x: float, y: float) -> str:
@@ -86,14 +94,14 @@ def timeline_svg(timeline: Timeline, anchors: Mapping[tuple[str, int | None], st
         return ""
     scale = _Scale(timeline.start, timeline.end)
     height = AXIS_H + LANE_H * len(timeline.lanes) + 10
-    out = [f'<svg id="timeline-svg" class="timeline" viewBox="0 0 {WIDTH} {height}" width="100%" '
+    out = [f'<svg id="timeline-svg" class="timeline" viewBox="0 0 {WIDTH} {height}" width="100%" data-plot-left="{LABEL_W}" '
            f'role="img" aria-labelledby="timeline-title" xmlns="http://www.w3.org/2000/svg">',
            f'<title id="timeline-title">Timeline of the run, {clock(timeline.start)} to {clock(timeline.end)}</title>']
     out.append('<g class="axis">')
     for tick in scale.ticks():
         x = scale.x(tick)
         out.append(f'<line x1="{x}" y1="{AXIS_H - 6}" x2="{x}" y2="{height - 8}" class="grid"/>'
-                   f'<text x="{x}" y="{AXIS_H - 12}" text-anchor="middle">{_q(clock(tick))}</text>')
+                   f'<text x="{x}" y="{AXIS_H - 12}" text-anchor="middle">{_q(scale.label(tick))}</text>')
     out.append("</g>")
     first = timeline.first_failure
     for index, lane in enumerate(timeline.lanes):
@@ -115,12 +123,12 @@ def timeline_svg(timeline: Timeline, anchors: Mapping[tuple[str, int | None], st
         for moment, count in lane.activity:
             h = 4 + 12 * count / peak
             out.append(f'<rect class="tick" x="{scale.x(moment)}" y="{mid - h / 2}" width="2" height="{round(h, 1)}"/>')
+        if lane.last_line is not None and lane.last_line.time is not None:  # first: failures are drawn over it
+            out.append(_mark(lane.last_line, scale.x(lane.last_line.time), mid, False, anchors))
         for mark in timeline.marks:
             if mark.lane != lane.key or mark.time is None:
                 continue
             out.append(_mark(mark, scale.x(mark.time), mid, mark == first, anchors))
-        if lane.last_line is not None and lane.last_line.time is not None:
-            out.append(_mark(lane.last_line, scale.x(lane.last_line.time), mid, False, anchors))
         out.append("</g>")
     if first is not None and first.time is not None:
         x = scale.x(first.time)
