@@ -59,7 +59,8 @@ class _Scale:
     def label(self, moment: float) -> str:
         if self.step() >= 1:
             return clock(moment)
-        return clock(moment) + f".{int(round(moment % 1 * 10)) % 10}"
+        tenths = round(moment * 10)  # 32.99 is 33.0, not 32.10
+        return clock(tenths / 10) + f".{tenths % 10}"
 
 
 def _shape(mark: Mark, x: float, y: float) -> str:
