@@ -25,10 +25,12 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
     from diagnose.engine.evaluate import run_rules
     from diagnose.engine.rank import rank_all
     from diagnose.engine.runview import STALL_AFTER
+    from diagnose.engine.timeline import build_timeline
 
     started = time.perf_counter()
     result = run_rules(rules.rules, evidence, engine=engine, since=since, until=until)
     ranked = rank_all(result.findings, evidence, stall_after=STALL_AFTER if stall_after is None else stall_after)
+    timeline = build_timeline(evidence, ranked.causes, ranked.events, ranked.view)
     gaps = list(evidence.gaps) + result.gaps
     for scan in result.scans:
         if scan.cut_lines:
@@ -46,7 +48,8 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
     return Diagnosis(evidence, ranked.causes, result.skipped, gaps, stats, elsewhere=ranked.elsewhere,
                      checked=checks(evidence, ranked.view, ranked.events), state=ranked.state.state,
                      state_reason=ranked.state.reason,
-                     window=(ranked.view.start, ranked.view.start_source, ranked.view.last_write, ranked.view.end_source))
+                     window=(ranked.view.start, ranked.view.start_source, ranked.view.last_write, ranked.view.end_source),
+                     timeline=timeline)
 
 
 # ---------------------------------------------------------------- live runs

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from diagnose.engine.findings import Diagnosis
     from diagnose.rules.model import RuleSet
 
-FORMATS = ("terminal", "json", "sarif", "junit", "markdown", "github")
+FORMATS = ("terminal", "json", "sarif", "junit", "markdown", "github", "html")
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -84,6 +84,7 @@ class LineHit:
     time: float | None
     rank: int | None
     captures: Mapping[str, str]
+    span: tuple[int, int] | None = None  # where in text the pattern matched (reports highlight it)
 
 
 @dataclass
@@ -591,7 +592,7 @@ class Scanner:
             moment = self._time(text, result.source, year)
             if moment is None and is_log:
                 moment = _time_before(buf, line_start, year, context)
-            summary.add(LineHit(base_line + newlines, text, moment, rank, _captures(match)))
+            summary.add(LineHit(base_line + newlines, text, moment, rank, _captures(match), match.span()))
 
     @staticmethod
     def _charge(result: FileScan, index: int, took: float, line_no: int) -> None:
@@ -614,7 +615,7 @@ class Scanner:
                 while summary.pending:
                     line_no, text, match = summary.pending.popleft()
                     moment = self._time(text, result.source, year)
-                    summary.last.append(LineHit(line_no, text, moment, rank, _captures(match)))
+                    summary.last.append(LineHit(line_no, text, moment, rank, _captures(match), match.span()))
 
 
 def _counted(blocks: Iterator[tuple[bytearray, int]]) -> Iterator[tuple[bytearray, int, int, bool]]:
