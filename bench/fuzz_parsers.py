@@ -1,4 +1,4 @@
-"""Run the parser fuzz targets of tests/fuzz_support.py for longer than CI does.
+"""Run the parser fuzz targets of tests/support/fuzz.py for longer than CI does.
 
     python bench/fuzz_parsers.py --examples 20000            # every target
     python bench/fuzz_parsers.py --examples 5000 --only xml  # targets whose name contains "xml"
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz_support import Target, targets
+from tests.support.fuzz import Target, targets
 
 
 def fuzz(target: Target, examples: int) -> tuple[int, float, str | None]:

@@ -1,29 +1,26 @@
+"""Fixtures every test folder may use (plain helpers are in tests/support/)."""
+
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
-FIXTURES = REPO / "fixtures"
-
-
-def run_cli(args: Sequence[str], cwd: Path | None = None, env: dict[str, str] | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI in a subprocess (the way users and CI run it)."""
-    full_env = dict(os.environ)
-    full_env.setdefault("DIAGNOSE_CACHE_DIR", str(REPO / ".pytest_cache" / "diagnose-cache"))
-    if env:
-        full_env.update(env)
-    return subprocess.run([sys.executable, "-m", "diagnose", *args], capture_output=True, text=True,
-                          cwd=cwd, env=full_env, timeout=timeout)
+from diagnose.engine import scan
+from tests.support.cli import run_cli
 
 
 @pytest.fixture
 def cli() -> object:
     return run_cli
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private disk cache, and no hyperscan database remembered from other tests."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("DIAGNOSE_CACHE_DIR", str(folder))
+    monkeypatch.delenv("DIAGNOSE_NO_CACHE", raising=False)
+    monkeypatch.setattr(scan, "_DATABASES", {})
+    monkeypatch.setattr(scan, "_PURE", {})
+    return folder

@@ -23,10 +23,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURES, run_cli
-from tests.live.identity_support import children  # noqa: F401  (the fixture)
-from tests.live.launch_support import launches  # noqa: F401  (the fixture)
-from tests.livehelpers import PrivateTmux, tmux_env
+from tests.support.cli import run_cli
+from tests.support.identity import Children
+from tests.support.launch import Launches, make_session
+from tests.support.live import PrivateTmux, tmux_env
+from tests.support.paths import FIXTURES
 
 MEMCG = Path("/sys/fs/cgroup/memory")
 HAVE_MEMCG = os.geteuid() == 0 and (MEMCG / "memory.limit_in_bytes").exists()
@@ -370,3 +371,23 @@ def via_bundle(diagnose: Callable[..., Diagnosis], tmp_path: Path) -> Callable[.
         return diagnose([str(out)], cwd=tmp_path / "tmp")
 
     return call
+
+
+@pytest.fixture
+def children() -> Iterator[Children]:
+    kids = Children()
+    try:
+        yield kids
+    finally:
+        kids.close()
+
+
+@pytest.fixture
+def launches(tmp_path: Path) -> Iterator[Launches]:
+    tmux_dir = Path(f"/tmp/dgl-{os.getpid()}-{time.monotonic_ns() % 10**8}")  # a socket path fits in 108 bytes
+    tmux_dir.mkdir(mode=0o700)
+    helper = Launches(tmp_path, tmux_dir, make_session("run"))
+    try:
+        yield helper
+    finally:
+        helper.close()

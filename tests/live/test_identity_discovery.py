@@ -14,9 +14,9 @@ from diagnose.evidence.bundle import evidence_from_bundle
 from diagnose.evidence.facts import ExpectedLog, RunIdentity, RunProcess
 from diagnose.live.discovery import resolve
 from diagnose.live.runs import id_skeleton
-from tests.conftest import run_cli
-from tests.live.identity_support import identity_of
-from tests.livehelpers import collect, empty_config
+from tests.support.cli import run_cli
+from tests.support.identity import identity_of
+from tests.support.live import collect, empty_config
 
 
 def touch(path: Path, text: str = "", age: float = 0.0) -> Path:

@@ -13,8 +13,8 @@ import pytest
 from diagnose.evidence.facts import RunIdentity, RunProcess
 from diagnose.live.collectors import procscan
 from diagnose.live.hosts import LocalHost, ProcessInfo, cgroup_of
-from tests.live.identity_support import Children, collect_processes, identity_of, wait_for
-from tests.livehelpers import PrivateTmux, collect, config, needs_tmux
+from tests.support.identity import Children, collect_processes, identity_of, wait_for
+from tests.support.live import PrivateTmux, collect, config, needs_tmux
 
 SLEEP = "import time; time.sleep(120)"
 
@@ -178,8 +178,8 @@ def test_a_fresh_log_is_not_stalled(tmp_path: Path, children: Children) -> None:
 @needs_tmux
 def test_a_stale_default_socket_alone_does_not_make_a_tmux_launch(tmp_path: Path) -> None:
     """Story: another user's stale default socket made 'tmux server died' outrank the nohup cause."""
-    from tests.conftest import run_cli
-    from tests.livehelpers import causes
+    from tests.support.cli import run_cli
+    from tests.support.live import causes
 
     socket_dir = tmp_path / f"tmux-{os.getuid()}"
     socket_dir.mkdir(mode=0o700)

@@ -22,8 +22,8 @@ import jsonschema
 import pytest
 
 from diagnose.live import records
-from tests.live.launch_support import PYTHON3, Launches, events, make_session
-from tests.report_support import JSON_SCHEMA
+from tests.support.launch import PYTHON3, Launches, events, make_session
+from tests.support.report import JSON_SCHEMA
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs the tmux program (apt-get install tmux)")
 

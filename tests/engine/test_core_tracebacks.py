@@ -1,0 +1,46 @@
+"""Last exception per rank/thread, from real logs (interleaved thread tracebacks included)."""
+
+from __future__ import annotations
+
+from diagnose.engine.tracebacks import find_crashes
+from tests.support.paths import DATA, FIXTURES
+
+
+def test_interleaved_thread_tracebacks_from_real_fx_race_log() -> None:
+    crashes = find_crashes(DATA / "logs" / "fx-trace-race.log")
+    by_thread = {c.thread: c for c in crashes}
+    assert set(by_thread) == {"worker-0", "worker-1", "worker-2", "fx-tracer"}
+    assert by_thread["worker-1"].exc_type == "RuntimeError"
+    assert by_thread["worker-2"].message.startswith("Detected that you are using FX to symbolically trace")
+    assert by_thread["fx-tracer"].summary == "AssertionError: Unexpected key inner@2, expected inner"
+    assert by_thread["fx-tracer"].line_no == 345
+    # evidence starts at the traceback header of that thread
+    assert by_thread["fx-tracer"].lines[0][0] == 317
+
+
+def test_dotted_exception_type_and_multiline_message() -> None:
+    crashes = find_crashes(DATA / "logs" / "wandb-settings-rejected.log")
+    assert len(crashes) == 1
+    crash = crashes[0]
+    assert crash.exc_type == "pydantic_core._pydantic_core.ValidationError"
+    assert any("Extra inputs are not permitted" in text for _, text in crash.lines)
+
+
+def test_rank_prefixes_from_a_real_torchrun_tee_log() -> None:
+    # torch 2.13 torchrun --tee 3: lines carry "[defaultN]:[rankN]:"; rank 1 raised, rank 0 got gloo's error.
+    crashes = find_crashes(FIXTURES / "torchrun-rank-exception" / "logs" / "train-tee.log")
+    by_rank = {c.rank: c for c in crashes if not c.fatal}
+    assert by_rank[1].summary.startswith("ValueError: data check failed at step 5")
+    assert by_rank[1].line_no == 21
+    assert 0 in by_rank and by_rank[0].line_no > 21
+
+
+def test_fatal_errors_without_traceback() -> None:
+    crashes = find_crashes(DATA / "logs" / "segv-faulthandler.log")
+    assert crashes and crashes[-1].fatal
+    assert crashes[-1].message == "Fatal Python error: Segmentation fault" and crashes[-1].line_no == 5
+
+
+def test_warnings_are_not_crashes() -> None:
+    # A complete healthy run (torch 2.13 CPU) with real UserWarning/FutureWarning lines.
+    assert find_crashes(FIXTURES / "healthy-cpu-train" / "logs" / "train.log") == []

@@ -1,0 +1,109 @@
+"""Reading a file once, in pieces that end at a newline, into reused buffers; the read-ahead
+thread; compressed files."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from pathlib import Path
+
+import pytest
+
+from diagnose.errors import InputError
+from diagnose.evidence.textio import iter_blocks, iter_chunks, prefetch, read_tail
+from tests.support.scan import SCAN_DATA
+
+DDP = SCAN_DATA / "ddp-healthy-train.log"
+
+
+def _pieces(path: Path, chunk: int, ring: int = 2) -> list[bytes]:
+    return [bytes(buf[:size]) for buf, size in iter_blocks(path, chunk, ring)]
+
+
+@pytest.mark.parametrize("chunk", [64, 1000, 4096, 1 << 20])
+def test_pieces_end_at_newlines_and_add_up_to_the_file(chunk: int) -> None:
+    data = DDP.read_bytes()
+    pieces = _pieces(DDP, chunk)
+    assert b"".join(pieces) == data
+    assert all(piece.endswith(b"\n") for piece in pieces)
+    assert (len(pieces) == 1) == (chunk > len(data))
+    expected = 1
+    for line_no, piece in iter_chunks(DDP, chunk):
+        assert line_no == expected
+        expected += piece.count(b"\n")
+
+
+def test_buffers_are_reused_and_a_piece_survives_while_the_next_is_read() -> None:
+    seen: list[int] = []
+    previous: tuple[bytearray, bytes] | None = None
+    for buf, size in iter_blocks(DDP, 2048, ring=2):
+        seen.append(id(buf))
+        if previous is not None:
+            assert bytes(previous[0][: len(previous[1])]) == previous[1]  # untouched by this read
+        previous = (buf, bytes(buf[:size]))
+    assert len(set(seen)) == 2 and len(seen) > 4
+
+
+def test_a_line_longer_than_a_piece_grows_the_buffer(tmp_path: Path) -> None:
+    # Mechanical: a real line repeated into one 10 KB line.
+    line = next(line for line in DDP.read_bytes().split(b"\n") if b"NCCL INFO Trees" in line)
+    log = tmp_path / "long.log"
+    data = b"first\n" + line * 40 + b"\n" + DDP.read_bytes()
+    log.write_bytes(data)
+    pieces = _pieces(log, 1024)
+    assert b"".join(pieces) == data
+    assert max(len(p) for p in pieces) > len(line) * 40
+
+
+def test_prefetch_reads_ahead_and_stops_cleanly(tmp_path: Path) -> None:
+    data = DDP.read_bytes()
+    got = [bytes(buf[:size]) for buf, size in prefetch(iter_blocks(DDP, 1024, ring=3))]
+    assert b"".join(got) == data
+    before = threading.active_count()
+    stream = prefetch(iter_blocks(DDP, 1024, ring=3))
+    next(stream)
+    stream.close()  # the consumer stops early: the reader thread ends, the file is closed
+    assert threading.active_count() == before
+
+
+def test_read_errors_arrive_through_the_read_ahead_thread(tmp_path: Path) -> None:
+    packed = tmp_path / "cut.log.gz"
+    packed.write_bytes(gzip.compress(DDP.read_bytes() * 4)[:-200])  # a truncated download
+    with pytest.raises(InputError, match="corrupt or truncated"):
+        for _ in prefetch(iter_blocks(packed, 4096, ring=3)):
+            pass
+
+
+def test_read_tail_of_a_compressed_file_keeps_line_numbers(tmp_path: Path) -> None:
+    packed = tmp_path / "train.log.gz"
+    packed.write_bytes(gzip.compress(DDP.read_bytes()))
+    tail, first = read_tail(packed, 2000)
+    plain_tail, plain_first = read_tail(DDP, 2000)
+    assert (tail, first) == (plain_tail, plain_first)
+    assert DDP.read_bytes().split(b"\n")[first - 1] == tail.split(b"\n")[0]
+
+
+def test_read_tail_numbers_lines_from_a_scan_count_without_rereading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from diagnose.evidence import textio
+    from tests.support.scan import run_scan
+
+    log = tmp_path / "train.log"
+    log.write_bytes(DDP.read_bytes() * 3)
+    expected = read_tail(log, 5000)
+    run_scan(log, [r"NCCL version"], "pure")  # counts the file's lines, once
+    assert textio._NEWLINES
+    reads: list[int] = []
+    real_open = open
+
+    def spy(*args: object, **kwargs: object) -> object:
+        handle = real_open(*args, **kwargs)  # type: ignore[call-overload]
+        original = handle.read
+        handle.read = lambda n=-1: reads.append(n) or original(n)
+        return handle
+
+    monkeypatch.setattr("builtins.open", spy)
+    assert read_tail(log, 5000) == expected
+    assert reads == [5000]  # only the tail
+    log.write_bytes(DDP.read_bytes())  # changed: the remembered count no longer applies
+    monkeypatch.undo()
+    assert read_tail(log, 5000) == read_tail(DDP, 5000)
