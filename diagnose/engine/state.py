@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from diagnose.engine import causes
 from diagnose.engine.attribution import OWN, attribute
+from diagnose.engine.causes import EngineCause
 from diagnose.engine.findings import Cause
 from diagnose.engine.kernel_events import KernelEvent
 from diagnose.engine.runview import RunView, own_logs
@@ -18,7 +20,6 @@ from diagnose.engine.tracebacks import find_crashes
 from diagnose.evidence.lines import strip_ansi
 from diagnose.evidence.model import Evidence, EvidenceItem, TextKind
 from diagnose.evidence.textio import read_tail
-from diagnose.vocab import Relaunch, Role, Severity
 
 NEVER_STARTED = "never-started"
 RUNNING = "running"
@@ -144,46 +145,24 @@ def _ends_in_error(evidence: Evidence) -> bool:
 
 # ---------------------------------------------------------------- causes a state makes
 
-STATE_CAUSES = {
-    "run.stalled": "The run is alive but stalled: no output for a long time, little CPU",
-    "run.never-started": "The launch never started: the run's log was never written and nothing of it runs",
-    "run.killed-from-outside": "The run stopped mid-run with no error and no OOM kill: killed from outside",
-    "run.stopped-without-error": "The log stops without an error: killed from outside, or hung",
-}
-
-
 def state_causes(run: RunState, view: RunView, have_root: bool) -> list[Cause]:
-    """The cause a state makes on its own; never when a crash-level root already explains it,
-    except a stall (a live hang is what the engineer must see first)."""
+    """The cause a state makes on its own (their entries: engine/causes.py); never when a
+    crash-level root already explains it, except a stall (a live hang is what the engineer must
+    see first)."""
     if run.state == STALLED:
         return [_stalled(run, view)]
     if have_root:
         return []
     if run.state == NEVER_STARTED:
-        return [_cause("run.never-started", Severity.ERROR, 0.5, run.last_lines,
+        return [_cause(causes.NEVER_STARTED, run.last_lines,
                        f"{run.reason.capitalize()}. Nothing the run would print exists, so nothing can say why it "
                        "failed: the launcher itself did (a missing script or interpreter, a tmux server or exec "
-                       "session that died, a scheduler that never ran it).",
-                       ("Start it again in the foreground (or with `diagnose launch`) and read its first lines.",
-                        "Check the launcher: `tmux ls`, the exec session, the scheduler's record of the job."),
-                       Relaunch.MAYBE)]
+                       "session that died, a scheduler that never ran it).")]
     if run.state != STOPPED:
         return []
     if run.dmesg_checked and view.known and view.alive is False and run.own_oom is None:
-        return [_cause("run.killed-from-outside", Severity.ERROR, 0.6, run.last_lines,
-                       "The log stops mid-run with no error, no process of the run is left, and the kernel log of "
-                       "its time holds no OOM kill of its processes: it was killed from outside, by SIGKILL or "
-                       "SIGTERM (a scheduler's time limit or preemption, a user's kill, an exec or ssh session "
-                       "that ended and took its children). From here those cannot be told apart.",
-                       ("Ask the scheduler (sacct, kubectl describe pod) and the shell history who ended it.",
-                        "Launch detached from the session (`diagnose launch`, tmux, setsid) so it outlives it."),
-                       Relaunch.MAYBE)]
-    return [_cause("run.stopped-without-error", Severity.WARNING, 0.4, run.last_lines,
-                   "The log just stops: no traceback, no error line, no sign of finishing. Either the process was "
-                   "killed from outside (SIGKILL leaves no trace in its own log) or it hangs. These are its last lines.",
-                   ("If it still runs, look at its stacks: `py-spy dump --pid PID`.",
-                    "Otherwise check the kernel log (OOM killer) and the scheduler's record for who ended it."),
-                   Relaunch.MAYBE)]
+        return [_cause(causes.KILLED_FROM_OUTSIDE, run.last_lines, causes.KILLED_FROM_OUTSIDE.explanation)]
+    return [_cause(causes.STOPPED_WITHOUT_ERROR, run.last_lines, causes.STOPPED_WITHOUT_ERROR.explanation)]
 
 
 def _stalled(run: RunState, view: RunView) -> Cause:
@@ -193,20 +172,12 @@ def _stalled(run: RunState, view: RunView) -> Cause:
                      for line in stack.splitlines()[:40] if line.strip())
     where = ("Its threads' stacks (py-spy) show where it waits." if view.stacks
              else "No stack could be taken (see the gaps); `py-spy dump --pid PID` shows where it waits.")
-    return _cause("run.stalled", Severity.ERROR, 0.8, tuple(items),
+    return _cause(causes.STALLED, tuple(items),
                   f"The run is {run.reason}. A training loop prints steadily; a process that lives on without "
                   f"output and without CPU waits on something: a collective whose peer is gone, a DataLoader "
                   f"worker, a lock, a network call. {where}",
-                  ("Read the main thread's stack: the frame it waits in names the collective, queue or call.",
-                   "For a collective: find the rank that is not there (its own log, its exit), and set "
-                   "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 with a timeout so the next hang fails fast."),
-                  Relaunch.MAYBE, title=f"The run is alive but stalled: {run.reason.split(', but ', 1)[-1]}")
+                  title=f"The run is alive but stalled: {run.reason.split(', but ', 1)[-1]}")
 
 
-def _cause(cause_id: str, severity: Severity, confidence: float, evidence: tuple[EvidenceItem, ...], explanation: str,
-           fix: tuple[str, ...], relaunch: Relaunch, title: str | None = None) -> Cause:
-    return Cause(
-        id=cause_id, title=title or STATE_CAUSES[cause_id], category="run", role=Role.ROOT, severity=severity,
-        confidence=confidence, score=round(confidence * severity.weight, 4), evidence=evidence,
-        explanation=explanation, fix=fix, references=(), relaunch=relaunch, time=None,
-    )
+def _cause(kind: EngineCause, evidence: tuple[EvidenceItem, ...], explanation: str, title: str | None = None) -> Cause:
+    return kind.cause(explanation, evidence, round(kind.confidence * kind.severity.weight, 4), title=title)

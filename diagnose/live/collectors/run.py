@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -214,5 +214,5 @@ def _exits(manifest: Manifest, spec: RunSpec) -> list[dict[str, Any]] | None:
             for pane in session.panes:
                 if pane.dead:
                     how = f"tmux pane {pane.target} ({pane.command}) is dead" if pane.command else f"tmux pane {pane.target} is dead"
-                    records.append(asdict(ExitRecord("tmux", pane.dead_status, pane.dead_signal, None, pane.pid, how)))
+                    records.append(ExitRecord("tmux", pane.dead_status, pane.dead_signal, None, pane.pid, how).to_json())
     return records or None
