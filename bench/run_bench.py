@@ -77,8 +77,9 @@ def baseline_patterns(folder: Path) -> tuple[Path, int, int]:
 
     from diagnose.evidence.model import TextKind
     from diagnose.rules.load import load_rules
+    from diagnose.rules.model import TextCondition
 
-    patterns = sorted({c.pattern for r in load_rules().rules for c in r.text_conditions() if c.kind is TextKind.LOG})
+    patterns = sorted({c.pattern for r in load_rules().rules for c in r.conditions(TextCondition) if c.kind is TextKind.LOG})
     lines = []
     skipped = 0
     for pattern in patterns:

@@ -31,7 +31,8 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
     result = run_rules(rules.rules, evidence, engine=engine, since=since, until=until)
     ranked = rank_all(result.findings, evidence, stall_after=STALL_AFTER if stall_after is None else stall_after)
     timeline = build_timeline(evidence, ranked.causes, ranked.events, ranked.view)
-    gaps = list(evidence.gaps) + result.gaps
+    # Engine and ranker gaps: budgets spent, logs that could not be read again (each said once).
+    gaps = list(evidence.gaps) + list(dict.fromkeys(result.gaps + ranked.gaps))
     for scan in result.scans:
         if scan.cut_lines:
             gaps.append(Gap(scan.source.display, f"{scan.cut_lines} line(s) longer than 64 KiB were cut to their first 64 KiB"))

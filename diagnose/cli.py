@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from diagnose import __version__
-from diagnose.errors import DiagnoseError, ExitCode
+from diagnose.errors import DiagnoseError, ExitCode, RuleError
 from diagnose.vocab import FAIL_ON, NEVER, Severity
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def guarded(func: F) -> F:
             return func(*args, **kwargs)
         except DiagnoseError as exc:
             details = exc.details
-            if details and exc.message.endswith("in rule files"):
+            if isinstance(exc, RuleError) and details:  # lead with the first problem, file:line first
                 fail(details[0] + (f"  (and {len(details) - 1} more)" if len(details) > 1 else ""), details[1:])
             fail(exc.message, details)
         except KeyboardInterrupt:
@@ -379,14 +379,16 @@ def rules_group() -> None:
 @rule_options
 @guarded
 def rules_list(category: str | None, rule_dirs: tuple[Path, ...], config_path: Path | None) -> None:
-    """List rules: id, category, severity, title."""
+    """List rules: id, category, severity, title; and the causes the engine makes itself (engine)."""
+    from diagnose.ruletools.tools import list_rows
+
     ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
-    rows = sorted((r for r in ruleset.rules if category in (None, r.category)), key=lambda r: r.id)
-    width = max((len(r.id) for r in rows), default=10)
-    for rule in rows:
-        origin = "" if rule.builtin else "  (user)"
-        click.echo(f"{rule.id:<{width}}  {rule.category:<12} {rule.severity:<8}  {rule.title}{origin}")
-    click.echo(f"{len(rows)} rule(s)", err=True)
+    rows = list_rows(ruleset.rules, category)
+    width = max((len(row[0]) for row in rows), default=10)
+    for rule_id, rule_category, severity, title, origin in rows:
+        click.echo(f"{rule_id:<{width}}  {rule_category:<12} {severity:<8}  {title}{f'  ({origin})' if origin else ''}")
+    engine = sum(1 for row in rows if row[4] == "engine")
+    click.echo(f"{len(rows) - engine} rule(s)" + (f", {engine} cause(s) made by the engine" if engine else ""), err=True)
 
 
 def fixtures_option(help_text: str) -> Callable[[F], F]:
@@ -428,10 +430,10 @@ def rules_test(paths: tuple[Path, ...], rule_dirs: tuple[Path, ...], config_path
 @rule_options
 @guarded
 def rules_show(rule_id: str, rule_dirs: tuple[Path, ...], config_path: Path | None) -> None:
-    """Show every field of the rule RULE_ID, and the file it comes from."""
-    from diagnose.ruletools.tools import find_rule, show_rule
+    """Show every field of the rule RULE_ID, and the file it comes from (or the engine's own cause RULE_ID)."""
+    from diagnose.ruletools.tools import find_rule, show
 
-    click.echo(show_rule(find_rule(load_ruleset(rule_dirs, config_rule_dirs(config_path)).rules, rule_id)))
+    click.echo(show(find_rule(load_ruleset(rule_dirs, config_rule_dirs(config_path)).rules, rule_id)))
 
 
 @rules_group.command("lint")

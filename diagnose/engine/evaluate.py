@@ -3,7 +3,8 @@
 A condition is True, False, or None (its evidence was not collected). `all` is False if any
 child is False, else None if any is None; `any` is True if any child is True, else None if any
 is None; `none` is True unless a child is True - an exclusion only excludes on positive
-evidence; `maybe` is always True and only adds the captures and evidence of its true children. A rule that ends None is reported as skipped with the reasons.
+evidence; `maybe` is always True and only adds the captures and evidence of its true children.
+A rule that ends None is reported as skipped with the reasons.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def pattern_sets(rules: Sequence[Rule], extra: Mapping[TextKind, Sequence[str]] 
     """
     wanted: dict[TextKind, dict[str, None]] = {kind: {} for kind in TextKind}
     for rule in rules:
-        for cond in rule.text_conditions():
+        for cond in rule.conditions(TextCondition):
             wanted[cond.kind].setdefault(cond.pattern, None)
             if cond.kind is TextKind.DMESG:
                 wanted[TextKind.LOG].setdefault(cond.pattern, None)
@@ -75,6 +76,7 @@ class _Context:
             self.scans_by_kind[scan.source.kind].append(scan)
         self.source_order = {id(scan): n for n, scan in enumerate(scans)}
         self.host = evidence.run.host
+        self.analyzed = False  # an analyzer ran (it may have found logs it could not read again)
 
     def in_window(self, hit: LineHit) -> bool:
         if hit.time is None:
@@ -184,6 +186,7 @@ def evaluate_rule(rule: Rule, ctx: _Context) -> Finding | Skipped | None:
         )
 
         extra = ANALYZERS[rule.analyze](AnalyzerInput(ctx.evidence, outcome.hits, captures))
+        ctx.analyzed = True
         if extra.discard:  # the analyzer found the rule does not hold after all
             return None
         captures.update(extra.captures)
@@ -236,7 +239,7 @@ def evaluate_scanned(rules: Sequence[Rule], evidence: Evidence, scans: Sequence[
 
         def owners(index: int, kind: TextKind = kind) -> str:
             pattern = sets[kind].patterns[index]
-            ids = [r.id for r in rules if any(c.kind is kind and c.pattern == pattern for c in r.text_conditions())]
+            ids = [r.id for r in rules if any(c.kind is kind and c.pattern == pattern for c in r.conditions(TextCondition))]
             return ",".join(ids) or pattern
 
         for index, (lines, line_no) in scan.stopped.items():
@@ -247,4 +250,8 @@ def evaluate_scanned(rules: Sequence[Rule], evidence: Evidence, scans: Sequence[
         for index, count in scan.timeouts.items():
             if index not in scan.stopped:
                 skipped.append(Skipped(owners(index), f"pattern gave up on {count} long line(s) of {scan.source.display}"))
+    if ctx.analyzed:
+        from diagnose.engine.analyzers.runlog import cached_gaps
+
+        gaps.extend(cached_gaps(evidence))
     return EngineResult(findings, skipped, list(scans), dict(sets), gaps)

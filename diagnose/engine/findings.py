@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from diagnose.evidence.model import EvidenceItem
+from diagnose.evidence.model import EvidenceItem, Gap
 
 if TYPE_CHECKING:
-    from diagnose.evidence.model import Evidence, Gap
+    from diagnose.evidence.model import Evidence
     from diagnose.rules.model import Rule
 
 
@@ -25,6 +25,18 @@ class Finding:
     # Every (source, line) the rule's text conditions kept, beyond the few shown as evidence: the
     # ranker leaves crashes on these lines out of the "unrecognised" fallback.
     matched: frozenset[tuple[str, int]] = frozenset()
+
+
+def reread_gap(source: str, exc: BaseException, lost: str) -> Gap:
+    """A file the scan read that a later pass (the unrecognised-crash fallback, an analyzer)
+    could not read again: removed, rotated or unreadable since. Said as a gap, never dropped."""
+    from diagnose.errors import DiagnoseError
+    from diagnose.evidence.textio import why_unreadable
+
+    if isinstance(exc, DiagnoseError) and isinstance(exc.__context__, OSError):
+        exc = exc.__context__  # textio's InputError names the path again: say only why
+    why = why_unreadable(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+    return Gap(source, f"could not read it again after the scan ({why}); {lost}")
 
 
 @dataclass(frozen=True)

@@ -13,19 +13,20 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from diagnose.engine.attribution import ELSEWHERE, NOT_HOST, OWN, UNATTRIBUTED, attribute
-from diagnose.engine.findings import Cause, Finding
+from diagnose.engine.causes import UNRECOGNISED
+from diagnose.engine.findings import Cause, Finding, reread_gap
 from diagnose.engine.kernel_events import KernelEvent, kernel_events
 from diagnose.engine.runview import STALL_AFTER, RunView, run_view
 from diagnose.engine.state import FINISHED, RUNNING, RunState, derive_state, state_causes
 from diagnose.engine.tracebacks import Crash, find_crashes
-from diagnose.evidence.model import Evidence, EvidenceItem, TextKind
-from diagnose.vocab import Relaunch, Role, Severity, is_crash_level
+from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextKind
+from diagnose.vocab import Role, Severity, is_crash_level
 
 TIE_BUCKET = 0.05
-UNRECOGNISED_ID = "unrecognised.crash"
+UNRECOGNISED_ID = UNRECOGNISED.id
 
 
 class _Captures(string.Formatter):
@@ -82,6 +83,7 @@ class Ranked:
     state: RunState
     view: RunView
     events: list[KernelEvent]
+    gaps: list[Gap] = field(default_factory=list)  # logs the ranker could not read again
 
 
 def rank(findings: Sequence[Finding], evidence: Evidence, min_severity: str | None = None) -> list[Cause]:
@@ -112,10 +114,11 @@ def rank_all(findings: Sequence[Finding], evidence: Evidence, min_severity: str 
         if verdict == UNATTRIBUTED:
             cause = _as_context(cause)
         pairs.append((cause, attributed.order))
+    gaps: list[Gap] = []
     if not any(tier(c.role, c.severity) == 0 for c, _ in pairs):
         # Only lines a rule's own patterns matched: an analyzer may quote the unrecognised error itself.
         recognised = {location for f in findings for location in f.matched}
-        pairs.extend((c, (0, c.evidence[-1].line or 0)) for c in unrecognised_causes(evidence, recognised))
+        pairs.extend((c, (0, c.evidence[-1].line or 0)) for c in unrecognised_causes(evidence, recognised, gaps))
     have_root = any(tier(c.role, c.severity) == 0 for c, _ in pairs)
     quoted = frozenset(item.source for c, _ in pairs for item in c.evidence)
     pairs.extend((c, (0, 0)) for c in state_causes(run_state, view, have_root, quoted))
@@ -128,7 +131,7 @@ def rank_all(findings: Sequence[Finding], evidence: Evidence, min_severity: str 
         causes[causes.index(top)] = _with_explains(top, symptoms)
     if min_severity:
         causes = [c for c in causes if Severity(c.severity).at_least(min_severity)]
-    return Ranked(causes, elsewhere, run_state, view, events)
+    return Ranked(causes, elsewhere, run_state, view, events, gaps)
 
 
 def _attribute(finding: Finding, located: Mapping[tuple[str, int], KernelEvent],
@@ -169,18 +172,22 @@ def _with_explains(cause: Cause, symptoms: tuple[str, ...]) -> Cause:
     return replace(cause, explains=symptoms)
 
 
-def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = frozenset()) -> list[Cause]:
+def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = frozenset(),
+                        gaps: list[Gap] | None = None) -> list[Cause]:
     """The last exception per rank/thread of every log, as low-confidence causes.
 
     A crash whose lines a rule already matched (a symptom such as a peer's "Connection closed",
     the ChildFailedError summary) is recognised, not unrecognised: it is left out, so the one
-    crash nothing explains (e.g. the first rank's own ValueError) is the one reported.
+    crash nothing explains (e.g. the first rank's own ValueError) is the one reported. A log that
+    cannot be read again is a gap (into `gaps`).
     """
     crashes: list[tuple[str, Crash]] = []
     for source in evidence.texts_of(TextKind.LOG):
         try:
             found = find_crashes(source.path, source.rank)
-        except Exception:  # a log we could scan but not re-read is not worth failing over
+        except Exception as exc:  # a log we could scan but not re-read is not worth failing over
+            if gaps is not None:
+                gaps.append(reread_gap(source.display, exc, "its last exception was not looked for"))
             continue
         crashes.extend((source.display, crash) for crash in found
                        if not any((source.display, line) in recognised for line, _text in crash.lines))
@@ -199,23 +206,14 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
         where = _where(members)
         summary = crash.summary if len(crash.summary) <= 160 else crash.summary[:157] + "..."
         fatal = crash.fatal
-        causes.append(
-            Cause(
-                id=UNRECOGNISED_ID,
-                title=("Unrecognised fatal error: " if fatal else "Unrecognised exception: ") + summary,
-                category="unrecognised", role=Role.ROOT, severity=Severity.ERROR, confidence=0.3, score=0.3 * Severity.ERROR.weight,
-                evidence=tuple(items),
-                explanation=(
-                    f"No known signature matched, but the run {'died with' if fatal else 'raised'} {summary}{where}. "
-                    "This is the last error of its rank/thread; read the lines above it for the cause."
-                ),
-                fix=(
-                    "Read the traceback's last frames in your own code first; the exception type and message name what failed.",
-                    "If this failure recurs, add a rule for it: diagnose rules new <category>.<name> --from-line '<the error line>'.",
-                ),
-                references=(), relaunch=Relaunch.MAYBE, time=crash.time,
-            )
-        )
+        causes.append(UNRECOGNISED.cause(
+            title=("Unrecognised fatal error: " if fatal else "Unrecognised exception: ") + summary,
+            explanation=(
+                f"No known signature matched, but the run {'died with' if fatal else 'raised'} {summary}{where}. "
+                "This is the last error of its rank/thread; read the lines above it for the cause."
+            ),
+            evidence=tuple(items), score=UNRECOGNISED.confidence * UNRECOGNISED.severity.weight, time=crash.time,
+        ))
     return causes
 
 

@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from diagnose.engine import causes
 from diagnose.engine.attribution import OWN, attribute
+from diagnose.engine.causes import EngineCause
 from diagnose.engine.findings import Cause
 from diagnose.engine.kernel_events import KernelEvent
 from diagnose.engine.runview import RunView, own_logs
@@ -18,7 +20,6 @@ from diagnose.engine.tracebacks import find_crashes
 from diagnose.evidence.lines import strip_ansi
 from diagnose.evidence.model import Evidence, EvidenceItem, ExitRecord, TextKind
 from diagnose.evidence.textio import read_tail
-from diagnose.vocab import Relaunch, Role, Severity
 
 NEVER_STARTED = "never-started"
 RUNNING = "running"
@@ -68,9 +69,7 @@ def derive_state(evidence: Evidence, view: RunView, events: Sequence[KernelEvent
             use = f", {cpu:.1f} % CPU" if cpu is not None else ""
             return state(STALLED, f"alive (pid {_pids(view)}), but its log has been silent for {_ago(silent)}{use}")
         age = f"; last output {_ago(silent)} ago" if silent is not None else ""
-        use = f", {cpu:.0f} % CPU" if cpu is not None else ""
-        since = _since(evidence)
-        return state(RUNNING, f"alive (pid {_pids(view)}{since}{use}){age}")
+        return state(RUNNING, f"alive (pid {_pids(view)}){age}")
     if view.missing_logs and not any(_has_content(t.path) for t in own_logs(evidence)):
         return state(NEVER_STARTED, f"the expected log {view.missing_logs[0]} was never written and no process of "
                                     "the run is alive")
@@ -102,15 +101,6 @@ def _ago(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-def _since(evidence: Evidence) -> str:
-    identity = getattr(evidence, "identity", None)
-    starts = [p.started_at for p in getattr(identity, "processes", ()) or () if getattr(p, "alive", False)
-              and isinstance(getattr(p, "started_at", None), (int, float))]
-    if not starts or evidence.run.collected_at is None:
-        return ""
-    return f", for {_ago(max(0.0, evidence.run.collected_at - min(starts)))}"
 
 
 def _cpu(evidence: Evidence) -> float | None:
@@ -156,51 +146,27 @@ def _ends_in_error(evidence: Evidence) -> bool:
 
 # ---------------------------------------------------------------- causes a state makes
 
-STATE_CAUSES = {
-    "run.stalled": "The run is alive but stalled: no output for a long time, little CPU",
-    "run.never-started": "The launch never started: the run's log was never written and nothing of it runs",
-    "run.killed-from-outside": "The run stopped mid-run with no error and no OOM kill: killed from outside",
-    "run.stopped-without-error": "The log stops without an error: killed from outside, or hung",
-    "run.exited-with-error": "The run ended with a failing exit status, and its log does not say why",
-}
-
-
 def state_causes(run: RunState, view: RunView, have_root: bool, quoted: frozenset[str] = frozenset()) -> list[Cause]:
-    """The cause a state makes on its own; never when a crash-level root already explains it,
-    except a stall (a live hang is what the engineer must see first). A crash only an exit status
-    shows is a cause only when no other cause quotes that exit record (`quoted`: the sources the
-    causes' evidence comes from), e.g. a segfault rule that is context here."""
+    """The cause a state makes on its own (their entries: engine/causes.py); never when a
+    crash-level root already explains it, except a stall (a live hang is what the engineer must
+    see first). A crash only an exit status shows is a cause only when no other cause quotes that
+    exit record (`quoted`: the sources the causes' evidence comes from)."""
     if run.state == STALLED:
         return [_stalled(run, view)]
     if have_root:
         return []
     if run.state == NEVER_STARTED:
-        return [_cause("run.never-started", Severity.ERROR, 0.5, run.last_lines,
+        return [_cause(causes.NEVER_STARTED, run.last_lines,
                        f"{run.reason.capitalize()}. Nothing the run would print exists, so nothing can say why it "
                        "failed: the launcher itself did (a missing script or interpreter, a tmux server or exec "
-                       "session that died, a scheduler that never ran it).",
-                       ("Start it again in the foreground (or with `diagnose launch`) and read its first lines.",
-                        "Check the launcher: `tmux ls`, the exec session, the scheduler's record of the job."),
-                       Relaunch.MAYBE)]
+                       "session that died, a scheduler that never ran it).")]
     if run.state == CRASHED and run.bad_exit is not None:
         return [] if run.bad_exit.source in quoted else [_exited(run)]
     if run.state != STOPPED:
         return []
     if run.dmesg_checked and view.known and view.alive is False and run.own_oom is None:
-        return [_cause("run.killed-from-outside", Severity.ERROR, 0.6, run.last_lines,
-                       "The log stops mid-run with no error, no process of the run is left, and the kernel log of "
-                       "its time holds no OOM kill of its processes: it was killed from outside, by SIGKILL or "
-                       "SIGTERM (a scheduler's time limit or preemption, a user's kill, an exec or ssh session "
-                       "that ended and took its children). From here those cannot be told apart.",
-                       ("Ask the scheduler (sacct, kubectl describe pod) and the shell history who ended it.",
-                        "Launch detached from the session (`diagnose launch`, tmux, setsid) so it outlives it."),
-                       Relaunch.MAYBE)]
-    return [_cause("run.stopped-without-error", Severity.WARNING, 0.4, run.last_lines,
-                   "The log just stops: no traceback, no error line, no sign of finishing. Either the process was "
-                   "killed from outside (SIGKILL leaves no trace in its own log) or it hangs. These are its last lines.",
-                   ("If it still runs, look at its stacks: `py-spy dump --pid PID`.",
-                    "Otherwise check the kernel log (OOM killer) and the scheduler's record for who ended it."),
-                   Relaunch.MAYBE)]
+        return [_cause(causes.KILLED_FROM_OUTSIDE, run.last_lines, causes.KILLED_FROM_OUTSIDE.explanation)]
+    return [_cause(causes.STOPPED_WITHOUT_ERROR, run.last_lines, causes.STOPPED_WITHOUT_ERROR.explanation)]
 
 
 def _exited(run: RunState) -> Cause:
@@ -213,15 +179,11 @@ def _exited(run: RunState) -> Cause:
     who = f"pid {bad.pid}" if bad.pid is not None else "the run"
     record = EvidenceItem(bad.source, f"{who} {how}" + (f": {bad.message}" if bad.message else ""),
                           None, bad.time, bad.rank, None)
-    return _cause("run.exited-with-error", Severity.ERROR, 0.5, (record, *run.last_lines),
+    return _cause(causes.EXITED_WITH_ERROR, (record, *run.last_lines),
                   f"A process of the run {how} ({bad.source}), and neither a rule nor a traceback in its log says "
                   "why: the program chose that status itself (sys.exit(N), a shell script's last command, a "
                   "launcher passing on a child's failure), or a signal ended it from outside. Its last lines are "
-                  "below.",
-                  ("Read the end of the log and the code paths that exit with this status (sys.exit, exit N in a "
-                   "script); run it once in the foreground to see what it prints on stderr.",
-                   "For a signal: who sent it (a scheduler's limit, a user's kill, the OOM killer: see the kernel log)."),
-                  Relaunch.MAYBE, title=f"The run {how}, and its log does not say why")
+                  "below.", title=f"The run {how}, and its log does not say why")
 
 
 def _stalled(run: RunState, view: RunView) -> Cause:
@@ -231,20 +193,12 @@ def _stalled(run: RunState, view: RunView) -> Cause:
                      for line in stack.splitlines()[:40] if line.strip())
     where = ("Its threads' stacks (py-spy) show where it waits." if view.stacks
              else "No stack could be taken (see the gaps); `py-spy dump --pid PID` shows where it waits.")
-    return _cause("run.stalled", Severity.ERROR, 0.8, tuple(items),
+    return _cause(causes.STALLED, tuple(items),
                   f"The run is {run.reason}. A training loop prints steadily; a process that lives on without "
                   f"output and without CPU waits on something: a collective whose peer is gone, a DataLoader "
                   f"worker, a lock, a network call. {where}",
-                  ("Read the main thread's stack: the frame it waits in names the collective, queue or call.",
-                   "For a collective: find the rank that is not there (its own log, its exit), and set "
-                   "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 with a timeout so the next hang fails fast."),
-                  Relaunch.MAYBE, title=f"The run is alive but stalled: {run.reason.split(', but ', 1)[-1]}")
+                  title=f"The run is alive but stalled: {run.reason.split(', but ', 1)[-1]}")
 
 
-def _cause(cause_id: str, severity: Severity, confidence: float, evidence: tuple[EvidenceItem, ...], explanation: str,
-           fix: tuple[str, ...], relaunch: Relaunch, title: str | None = None) -> Cause:
-    return Cause(
-        id=cause_id, title=title or STATE_CAUSES[cause_id], category="run", role=Role.ROOT, severity=severity,
-        confidence=confidence, score=round(confidence * severity.weight, 4), evidence=evidence,
-        explanation=explanation, fix=fix, references=(), relaunch=relaunch, time=None,
-    )
+def _cause(kind: EngineCause, evidence: tuple[EvidenceItem, ...], explanation: str, title: str | None = None) -> Cause:
+    return kind.cause(explanation, evidence, round(kind.confidence * kind.severity.weight, 4), title=title)

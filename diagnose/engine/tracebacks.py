@@ -13,12 +13,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from diagnose.evidence.lines import log_time, rank_of, strip_ansi
+from diagnose.evidence.lines import log_time, strip_ansi, strip_prefix
 from diagnose.evidence.textio import read_tail
 
 TAIL_BYTES = 4 * 1024 * 1024
 
-_PREFIX = re.compile(r"^\s*(?:\[[A-Za-z_]\w*?\d+\]:)?\[(?:rank|default|Rank |RANK )\d+\]:?\s?|^\s*rank\d+:\s")
 _THREAD = re.compile(r"^Exception in thread (?P<name>.+?):\s*$")
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):\s*$")
 _EXCEPTION = re.compile(
@@ -107,10 +106,9 @@ def crashes_in_text(text: str, first_line: int = 1, file_rank: int | None = None
             moment = log_time(segment)
             if moment is not None:
                 last_time = moment
-            rank = rank_of(segment)
+            rank, body = strip_prefix(segment)
             if rank is None:
                 rank = file_rank
-            body = _PREFIX.sub("", segment, count=1)
             stripped = body.rstrip()
             header = _THREAD.match(stripped)
             if header:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,12 +28,13 @@ if TYPE_CHECKING:
 FileEntry = tuple[FileKind, Path, str, "int | None", "float | None"]  # kind, location, display, rank, mtime
 
 
-def display_path(path: Path) -> str:
+def display_path(path: str | os.PathLike[str]) -> str:
+    """How reports name a file: relative to the current folder when inside it, else as given."""
     try:
         relative = os.path.relpath(path)
     except ValueError:
-        return str(path)
-    return relative if not relative.startswith("..") else str(path)
+        return os.fspath(path)
+    return relative if not relative.startswith("..") else os.fspath(path)
 
 
 def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = None, run: RunInfo | None = None,
@@ -81,7 +83,8 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
                 gaps.append(Gap("gpu", f"{display}: no GPU state in it ({first[:200]})"))
     packages = Packages(versions, ", ".join(package_sources)) if package_sources else None
     info = run or RunInfo(id="scan", mode="scan", inputs=tuple(str(e[1]) for e in entries))
-    return Evidence(info, tuple(texts), packages, gpu, exits=tuple(exits) if exits else None, gaps=tuple(gaps), notes=tuple(notes))
+    return Evidence(run=info, texts=tuple(texts), packages=packages, gpu=gpu, exits=tuple(exits) if exits else None,
+                    gaps=tuple(gaps), notes=tuple(notes))
 
 
 _GAP_SOURCE = {FileKind.PACKAGES: "packages", FileKind.NVIDIA_SMI: "gpu", FileKind.NVML: "gpu", FileKind.ELASTIC_ERROR: "exit"}
@@ -117,8 +120,9 @@ def merge(first: Evidence, second: Evidence) -> Evidence:
         versions.update(first.packages.versions if first.packages else {})
         packages = Packages(versions, ", ".join(s for s in (first.packages.source if first.packages else "", second.packages.source) if s))
     exits = None if first.exits is None and second.exits is None else (first.exits or ()) + (second.exits or ())
-    return Evidence(
-        first.run, first.texts + second.texts, packages, first.gpu or second.gpu, first.tmux or second.tmux,
-        first.files if first.files is not None else second.files, first.checkpoints or second.checkpoints,
-        first.process or second.process, exits, first.gaps + second.gaps, first.notes + second.notes,
+    return replace(
+        first, texts=first.texts + second.texts, packages=packages, gpu=first.gpu or second.gpu,
+        tmux=first.tmux or second.tmux, files=first.files if first.files is not None else second.files,
+        checkpoints=first.checkpoints or second.checkpoints, process=first.process or second.process, exits=exits,
+        gaps=first.gaps + second.gaps, notes=first.notes + second.notes,
     )

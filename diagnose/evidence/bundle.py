@@ -21,25 +21,15 @@ import shutil
 import tarfile
 import tempfile
 import zlib
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from diagnose import __version__
 from diagnose.errors import InputError
 from diagnose.evidence.jsoncheck import problem
-from diagnose.evidence.model import (
-    CheckpointFile,
-    CheckpointState,
-    Evidence,
-    ExitRecord,
-    ExpectedFile,
-    FileKind,
-    Gap,
-    ProcessState,
-    RunInfo,
-)
+from diagnose.evidence.model import Evidence, ExitRecord, FileKind, Gap, RunInfo
 from diagnose.evidence.tempdirs import private_tempdir
 from diagnose.evidence.tempdirs import remove as remove_tempdir
 
@@ -347,6 +337,7 @@ def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mod
     """Evidence from a manifest and its files. A live collection goes through here too (its
     files still in place), so a bundle gives the same answer the live run gave."""
     from diagnose.evidence.assemble import evidence_from_files
+    from diagnose.evidence.facts import CheckpointState, ExpectedFile, ProcessState
     from diagnose.evidence.parsers.tmux import parse_tmux
 
     run = manifest.run
@@ -358,21 +349,16 @@ def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mod
             gaps.append(Gap(name, status.reason or status.status))
     tmux = None
     if manifest.tmux is not None:
-        tmux = parse_tmux(manifest.tmux, manifest.tmux.get("expected_session"))
-    expected = None
-    if manifest.expected_files is not None:
-        expected = tuple(
-            ExpectedFile(f["role"], f["path"], bool(f["exists"]), f.get("size"), f.get("mtime"), tuple(f.get("siblings") or ()))
-            for f in manifest.expected_files
-        )
-    checkpoints = _checkpoints(manifest.checkpoints) if manifest.checkpoints is not None else None
-    process = None
-    if manifest.process is not None:
-        process = ProcessState(manifest.process.get("source") or "process", bool(manifest.process.get("alive")),
-                               tuple(manifest.process.get("pids") or ()), manifest.process.get("command") or "")
+        tmux = parse_tmux(manifest.tmux, manifest.tmux.get("expected_session"))  # tmux's own words, parsed
+    expected = _section(manifest.expected_files, "expected_files", gaps, lambda data: tuple(
+        ExpectedFile.from_json(f, f"expected_files[{n}]") for n, f in enumerate(data)))
+    checkpoints = _section(manifest.checkpoints, "checkpoints", gaps, CheckpointState.from_json)
+    process = _section(manifest.process, "process", gaps, ProcessState.from_json)
     exits = base.exits
-    if manifest.exits is not None:
-        exits = (exits or ()) + tuple(ExitRecord(**_known(ExitRecord, e)) for e in manifest.exits)
+    stored = _section(manifest.exits, "exits", gaps, lambda data: tuple(
+        ExitRecord.from_json(e, f"exits[{n}]") for n, e in enumerate(data)))
+    if stored is not None:
+        exits = (exits or ()) + stored
     identity = None
     if manifest.identity is not None:
         from diagnose.evidence.facts import RunIdentity
@@ -390,18 +376,25 @@ def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mod
         stats["collectors"] = {name: asdict(status) for name, status in manifest.collectors.items()}
     if run.get("collect_seconds") is not None:
         stats["collect_seconds"] = run["collect_seconds"]
-    return Evidence(info, base.texts, base.packages, base.gpu, tmux, expected, checkpoints, process, exits, tuple(gaps),
-                    base.notes + tuple(str(n) for n in run.get("notes") or ()), stats, identity=identity)
+    return replace(base, run=info, tmux=tmux, files=expected, checkpoints=checkpoints, process=process, exits=exits,
+                   gaps=tuple(gaps), notes=base.notes + tuple(str(n) for n in run.get("notes") or ()), stats=stats,
+                   identity=identity)
 
 
-def _checkpoints(data: Mapping[str, Any]) -> CheckpointState:
-    newest = data.get("newest")
-    return CheckpointState(
-        directory=data["directory"], exists=bool(data["exists"]), collected_at=float(data["collected_at"]),
-        file_count=int(data.get("file_count", 0)), total_bytes=int(data.get("total_bytes", 0)),
-        newest=CheckpointFile(**_known(CheckpointFile, newest)) if newest else None, zero_byte=tuple(data.get("zero_byte") or ()),
-        partial=tuple(data.get("partial") or ()), free_bytes=data.get("free_bytes"),
-    )
+T = TypeVar("T")
+
+
+def _section(data: Any, name: str, gaps: list[Gap], decode: Callable[[Any], T]) -> T | None:
+    """A fact section of the manifest, decoded by its fact's from_json. The schema check let it
+    through; a value it does not pin down (a wrong type deeper in) leaves the section out with a
+    gap, as read_manifest does for a section that misfits the schema."""
+    if data is None:
+        return None
+    try:
+        return decode(data)
+    except (ValueError, TypeError) as exc:
+        gaps.append(Gap(name, f"{MANIFEST}: {exc}; left out"))
+        return None
 
 
 def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | bytes], raw: bool = False) -> Path:

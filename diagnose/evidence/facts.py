@@ -1,13 +1,39 @@
 """The structured facts a live run or a bundle adds to the logs: GPU, tmux, expected files,
-checkpoints, processes. Kept apart from evidence.py (which re-exports them) so that scanning a
-plain log does not pay for defining them."""
+checkpoints, processes, and the run's identity. Kept apart from evidence/model.py (which
+re-exports them) so that scanning a plain log does not pay for defining them.
+
+Each fact has one JSON form, written by to_json and read by from_json: the bundle manifest
+stores expected files, checkpoints and the process state in it, and rule test cases give
+their facts in it under the condition's own key (docs/rules.md, "Evidence schema"). The key
+names are the condition's field names wherever a condition reads a stored value as it is.
+from_json checks every field's type (a ValueError naming the field's path); strict=True also
+refuses keys the form does not have.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
+
+from diagnose.evidence.jsonread import (
+    boolean,
+    integer,
+    ints,
+    items,
+    number,
+    obj,
+    opt_bool,
+    opt_int,
+    opt_number,
+    opt_string,
+    string,
+    strings,
+)
+
+
+def _known(cls: type, strict: bool) -> tuple[str, ...] | None:
+    return getattr(cls, "JSON_KEYS", None) if strict else None
 
 
 @dataclass(frozen=True)
@@ -15,6 +41,16 @@ class GpuProcess:
     pid: int
     name: str
     used_mib: float | None
+
+    JSON_KEYS: ClassVar[tuple[str, ...]] = ("pid", "name", "used_mib")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "name": self.name, "used_mib": self.used_mib}
+
+    @classmethod
+    def from_json(cls, data: object, what: str = "gpu.gpus[].processes[]", strict: bool = False) -> GpuProcess:
+        d = obj(data, what, _known(cls, strict))
+        return cls(integer(d, "pid", what), string(d, "name", what), opt_number(d, "used_mib", what))
 
 
 @dataclass(frozen=True)
@@ -34,6 +70,39 @@ class Gpu:
     throttle_reasons: tuple[str, ...] = ()
     processes: tuple[GpuProcess, ...] = ()
 
+    # `utilization` and `throttle` as the gpu condition names them.
+    JSON_KEYS: ClassVar[tuple[str, ...]] = (
+        "index", "name", "uuid", "bus_id", "memory_used_mib", "memory_total_mib", "utilization", "temperature_c",
+        "ecc_uncorrected", "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "throttle",
+        "processes",
+    )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "name": self.name, "uuid": self.uuid, "bus_id": self.bus_id,
+            "memory_used_mib": self.memory_used_mib, "memory_total_mib": self.memory_total_mib,
+            "utilization": self.utilization_pct, "temperature_c": self.temperature_c,
+            "ecc_uncorrected": self.ecc_uncorrected, "retired_pages_pending": self.retired_pages_pending,
+            "remapped_rows_pending": self.remapped_rows_pending, "remapped_rows_failure": self.remapped_rows_failure,
+            "throttle": list(self.throttle_reasons), "processes": [p.to_json() for p in self.processes],
+        }
+
+    @classmethod
+    def from_json(cls, data: object, what: str = "gpu.gpus[]", strict: bool = False, index: int = 0) -> Gpu:
+        """`index` is the GPU's place in the list, for a reading that does not say its index."""
+        d = obj(data, what, _known(cls, strict))
+        return cls(
+            index=integer(d, "index", what, index), name=opt_string(d, "name", what), uuid=opt_string(d, "uuid", what),
+            bus_id=opt_string(d, "bus_id", what), memory_used_mib=opt_number(d, "memory_used_mib", what),
+            memory_total_mib=opt_number(d, "memory_total_mib", what), utilization_pct=opt_number(d, "utilization", what),
+            temperature_c=opt_number(d, "temperature_c", what), ecc_uncorrected=opt_int(d, "ecc_uncorrected", what),
+            retired_pages_pending=opt_bool(d, "retired_pages_pending", what),
+            remapped_rows_pending=opt_bool(d, "remapped_rows_pending", what),
+            remapped_rows_failure=opt_bool(d, "remapped_rows_failure", what),
+            throttle_reasons=strings(d, "throttle", what),
+            processes=tuple(GpuProcess.from_json(p, f"{what}.processes[]", strict) for p in items(d, "processes", what)),
+        )
+
 
 @dataclass(frozen=True)
 class GpuState:
@@ -41,6 +110,18 @@ class GpuState:
     driver_version: str | None = None
     cuda_version: str | None = None
     gpus: tuple[Gpu, ...] = ()
+
+    JSON_KEYS: ClassVar[tuple[str, ...]] = ("source", "driver", "cuda", "gpus")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "driver": self.driver_version, "cuda": self.cuda_version,
+                "gpus": [gpu.to_json() for gpu in self.gpus]}
+
+    @classmethod
+    def from_json(cls, data: object, what: str = "gpu", strict: bool = False) -> GpuState:
+        d = obj(data, what, _known(cls, strict))
+        gpus = tuple(Gpu.from_json(item, f"{what}.gpus[{n}]", strict, index=n) for n, item in enumerate(items(d, "gpus", what)))
+        return cls(string(d, "source", what, "gpu"), opt_string(d, "driver", what), opt_string(d, "cuda", what), gpus)
 
 
 class TmuxServer(str, Enum):
@@ -59,11 +140,37 @@ class TmuxPane:
     dead_signal: int | None = None  # tmux >= 3.3: the signal that ended the pane's command
     pid: int | None = None
 
+    JSON_KEYS: ClassVar[tuple[str, ...]] = ("target", "dead", "status", "signal", "command", "pid")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "dead": self.dead, "status": self.dead_status, "signal": self.dead_signal,
+                "command": self.command, "pid": self.pid}
+
+    @classmethod
+    def from_json(cls, data: object, what: str = "tmux.sessions[].panes[]", strict: bool = False,
+                  target: str = "") -> TmuxPane:
+        """`target` names a pane that does not say its own (session:window.pane)."""
+        d = obj(data, what, _known(cls, strict))
+        return cls(string(d, "target", what, target), boolean(d, "dead", what), opt_int(d, "status", what),
+                   string(d, "command", what), opt_int(d, "signal", what), opt_int(d, "pid", what))
+
 
 @dataclass(frozen=True)
 class TmuxSession:
     name: str
     panes: tuple[TmuxPane, ...] = ()
+
+    JSON_KEYS: ClassVar[tuple[str, ...]] = ("name", "panes")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "panes": [pane.to_json() for pane in self.panes]}
+
+    @classmethod
+    def from_json(cls, data: object, what: str = "tmux.sessions[]", strict: bool = False) -> TmuxSession:
+        d = obj(data, what, _known(cls, strict))
+        name = string(d, "name", what, None)
+        return cls(name, tuple(TmuxPane.from_json(p, f"{what}.panes[{n}]", strict, f"{name}:0.{n}")
+                               for n, p in enumerate(items(d, "panes", what))))
 
 
 @dataclass(frozen=True)
@@ -79,6 +186,28 @@ class TmuxState:
     launched: bool | None = None
     launched_basis: str = ""
 
+    # `session` is the run's own session (by name); the condition's session: present | absent
+    # asks whether it is among `sessions`, pane: alive | dead about that session's panes.
+    JSON_KEYS: ClassVar[tuple[str, ...]] = ("server", "socket", "message", "session", "launched", "launched_basis",
+                                            "sessions")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"server": self.server.value, "socket": self.socket_path, "message": self.message,
+                "session": self.expected_session, "launched": self.launched, "launched_basis": self.launched_basis,
+                "sessions": [session.to_json() for session in self.sessions]}
+
+    @classmethod
+    def from_json(cls, data: object, what: str = "tmux", strict: bool = False) -> TmuxState:
+        d = obj(data, what, _known(cls, strict))
+        server = string(d, "server", what, None)
+        try:
+            state = TmuxServer(server)
+        except ValueError:
+            raise ValueError(f"{what}.server: {server!r} is not one of {', '.join(s.value for s in TmuxServer)}") from None
+        return cls(state, string(d, "socket", what), string(d, "message", what),
+                   tuple(TmuxSession.from_json(s, f"{what}.sessions[{n}]", strict) for n, s in enumerate(items(d, "sessions", what))),
+                   opt_string(d, "session", what), opt_bool(d, "launched", what), string(d, "launched_basis", what))
+
 
 @dataclass(frozen=True)
 class ExpectedFile:
@@ -91,12 +220,36 @@ class ExpectedFile:
     mtime: float | None = None
     siblings: tuple[str, ...] = ()  # files of the same shape that do exist (older runs' logs)
 
+    JSON_KEYS: ClassVar[tuple[str, ...]] = ("role", "path", "exists", "size", "mtime", "siblings")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"role": self.role, "path": self.path, "exists": self.exists, "size": self.size, "mtime": self.mtime,
+                "siblings": list(self.siblings)}
+
+    @classmethod
+    def from_json(cls, data: object, what: str = "expected_files[]", strict: bool = False) -> ExpectedFile:
+        d = obj(data, what, _known(cls, strict))
+        if "exists" not in d:
+            raise ValueError(f"{what}.exists: missing")
+        return cls(string(d, "role", what, "log"), string(d, "path", what, None), boolean(d, "exists", what),
+                   opt_int(d, "size", what), opt_number(d, "mtime", what), strings(d, "siblings", what))
+
 
 @dataclass(frozen=True)
 class CheckpointFile:
     path: str
     size: int
     mtime: float
+
+    JSON_KEYS: ClassVar[tuple[str, ...]] = ("path", "size", "mtime")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "mtime": self.mtime}
+
+    @classmethod
+    def from_json(cls, data: object, what: str = "checkpoints.newest", strict: bool = False) -> CheckpointFile:
+        d = obj(data, what, _known(cls, strict))
+        return cls(string(d, "path", what, None), integer(d, "size", what), number(d, "mtime", what))
 
 
 @dataclass(frozen=True)
@@ -111,6 +264,27 @@ class CheckpointState:
     partial: tuple[str, ...] = ()  # *.tmp, *.partial, *.incomplete ... left by an interrupted save
     free_bytes: int | None = None
 
+    # The checkpoint condition's `count` reads file_count and `newest_age` collected_at -
+    # newest.mtime; zero_byte and partial are the file lists (the condition: "some").
+    JSON_KEYS: ClassVar[tuple[str, ...]] = ("directory", "exists", "collected_at", "file_count", "total_bytes", "newest",
+                                            "zero_byte", "partial", "free_bytes")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"directory": self.directory, "exists": self.exists, "collected_at": self.collected_at,
+                "file_count": self.file_count, "total_bytes": self.total_bytes,
+                "newest": self.newest.to_json() if self.newest else None, "zero_byte": list(self.zero_byte),
+                "partial": list(self.partial), "free_bytes": self.free_bytes}
+
+    @classmethod
+    def from_json(cls, data: object, what: str = "checkpoints", strict: bool = False) -> CheckpointState:
+        d = obj(data, what, _known(cls, strict))
+        newest = CheckpointFile.from_json(d["newest"], f"{what}.newest", strict) if d.get("newest") is not None else None
+        if newest is not None and d.get("collected_at") is None:
+            raise ValueError(f"{what}.collected_at: missing (the newest file's age is collected_at - newest.mtime)")
+        return cls(string(d, "directory", what, None), boolean(d, "exists", what, True), number(d, "collected_at", what, 0.0),
+                   integer(d, "file_count", what, 0), integer(d, "total_bytes", what, 0), newest,
+                   strings(d, "zero_byte", what), strings(d, "partial", what), opt_int(d, "free_bytes", what))
+
 
 @dataclass(frozen=True)
 class ProcessState:
@@ -118,6 +292,17 @@ class ProcessState:
     alive: bool
     pids: tuple[int, ...] = ()
     command: str = ""
+
+    JSON_KEYS: ClassVar[tuple[str, ...]] = ("source", "alive", "pids", "command")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "alive": self.alive, "pids": list(self.pids), "command": self.command}
+
+    @classmethod
+    def from_json(cls, data: object, what: str = "process", strict: bool = False) -> ProcessState:
+        d = obj(data, what, _known(cls, strict))
+        return cls(opt_string(d, "source", what) or "process", bool(opt_bool(d, "alive", what)), ints(d, "pids", what),
+                   opt_string(d, "command", what) or "")
 
 
 # ---------------------------------------------------------------- run identity (docs/run-identity.md)
@@ -129,67 +314,6 @@ class ProcessState:
 
 LOG_SOURCES = ("config", "launch-record", "inferred", "found")
 LAUNCHERS = ("tmux", "nohup", "torchrun", "slurm", "systemd", "diagnose-launch", "unknown")
-
-
-def _obj(data: object, what: str) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise ValueError(f"{what}: expected an object, got {type(data).__name__}")
-    return data
-
-
-def _str(data: Mapping[str, Any], key: str, what: str, default: str | None = "") -> str:
-    value = data.get(key, default)
-    if not isinstance(value, str):
-        raise ValueError(f"{what}.{key}: expected a string, got {type(value).__name__}")
-    return value
-
-
-def _opt_str(data: Mapping[str, Any], key: str, what: str) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"{what}.{key}: expected a string or null, got {type(value).__name__}")
-    return value
-
-
-def _opt_num(data: Mapping[str, Any], key: str, what: str) -> float | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{what}.{key}: expected a number or null, got {type(value).__name__}")
-    return float(value)
-
-
-def _opt_int(data: Mapping[str, Any], key: str, what: str) -> int | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{what}.{key}: expected an integer or null, got {type(value).__name__}")
-    return value
-
-
-def _bool(data: Mapping[str, Any], key: str, what: str) -> bool:
-    value = data.get(key, False)
-    if not isinstance(value, bool):
-        raise ValueError(f"{what}.{key}: expected true or false, got {type(value).__name__}")
-    return value
-
-
-def _list(data: Mapping[str, Any], key: str, what: str) -> list[Any]:
-    value = data.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ValueError(f"{what}.{key}: expected a list, got {type(value).__name__}")
-    return value
-
-
-def _strs(data: Mapping[str, Any], key: str, what: str) -> tuple[str, ...]:
-    items = _list(data, key, what)
-    if not all(isinstance(item, str) for item in items):
-        raise ValueError(f"{what}.{key}: expected a list of strings")
-    return tuple(items)
 
 
 @dataclass(frozen=True)
@@ -210,12 +334,12 @@ class ExpectedLog:
     @classmethod
     def from_json(cls, data: object) -> ExpectedLog:
         what = "identity.logs[]"
-        d = _obj(data, what)
-        source = _str(d, "source", what, "found")
+        d = obj(data, what)
+        source = string(d, "source", what, "found")
         if source not in LOG_SOURCES:
             raise ValueError(f"{what}.source: {source!r} is not one of {', '.join(LOG_SOURCES)}")
-        return cls(_str(d, "path", what, None), _bool(d, "exists", what), _opt_int(d, "size", what),
-                   _opt_num(d, "mtime", what), source, _str(d, "basis", what))
+        return cls(string(d, "path", what, None), boolean(d, "exists", what), opt_int(d, "size", what),
+                   opt_number(d, "mtime", what), source, string(d, "basis", what))
 
 
 @dataclass(frozen=True)
@@ -242,13 +366,13 @@ class RunProcess:
     @classmethod
     def from_json(cls, data: object) -> RunProcess:
         what = "identity.processes[]"
-        d = _obj(data, what)
-        pid, ppid = _opt_int(d, "pid", what), _opt_int(d, "ppid", what)
+        d = obj(data, what)
+        pid, ppid = opt_int(d, "pid", what), opt_int(d, "ppid", what)
         if pid is None:
             raise ValueError(f"{what}.pid: missing")
-        return cls(pid, ppid or 0, _str(d, "comm", what), _str(d, "cmdline", what), _bool(d, "alive", what),
-                   _str(d, "source", what), _opt_str(d, "cgroup", what), _opt_num(d, "started_at", what),
-                   _opt_str(d, "state", what), _opt_num(d, "cpu_pct", what), _opt_str(d, "stack", what))
+        return cls(pid, ppid or 0, string(d, "comm", what), string(d, "cmdline", what), boolean(d, "alive", what),
+                   string(d, "source", what), opt_string(d, "cgroup", what), opt_number(d, "started_at", what),
+                   opt_string(d, "state", what), opt_number(d, "cpu_pct", what), opt_string(d, "stack", what))
 
 
 @dataclass(frozen=True)
@@ -266,12 +390,12 @@ class RunLauncher:
     @classmethod
     def from_json(cls, data: object) -> RunLauncher:
         what = "identity.launcher"
-        d = _obj(data, what)
-        kind = _str(d, "kind", what, "unknown")
+        d = obj(data, what)
+        kind = string(d, "kind", what, "unknown")
         if kind not in LAUNCHERS:
             raise ValueError(f"{what}.kind: {kind!r} is not one of {', '.join(LAUNCHERS)}")
-        return cls(kind, _str(d, "source", what), _opt_str(d, "tmux_socket", what), _opt_str(d, "tmux_session", what),
-                   _opt_str(d, "tmux_server", what))
+        return cls(kind, string(d, "source", what), opt_string(d, "tmux_socket", what), opt_string(d, "tmux_session", what),
+                   opt_string(d, "tmux_server", what))
 
 
 @dataclass(frozen=True)
@@ -287,9 +411,9 @@ class RunWindow:
     @classmethod
     def from_json(cls, data: object) -> RunWindow:
         what = "identity.window"
-        d = _obj(data, what)
-        return cls(_opt_num(d, "start", what), _str(d, "start_source", what), _opt_num(d, "end", what),
-                   _str(d, "end_source", what))
+        d = obj(data, what)
+        return cls(opt_number(d, "start", what), string(d, "start_source", what), opt_number(d, "end", what),
+                   string(d, "end_source", what))
 
 
 @dataclass(frozen=True)
@@ -303,8 +427,8 @@ class Interpreter:
     @classmethod
     def from_json(cls, data: object) -> Interpreter:
         what = "identity.interpreter"
-        d = _obj(data, what)
-        return cls(_str(d, "path", what, None), _str(d, "source", what))
+        d = obj(data, what)
+        return cls(string(d, "path", what, None), string(d, "source", what))
 
 
 @dataclass(frozen=True)
@@ -319,8 +443,8 @@ class LastOutput:
     @classmethod
     def from_json(cls, data: object) -> LastOutput:
         what = "identity.last_output"
-        d = _obj(data, what)
-        return cls(_opt_num(d, "time", what), _opt_num(d, "age_s", what), _str(d, "line", what))
+        d = obj(data, what)
+        return cls(opt_number(d, "time", what), opt_number(d, "age_s", what), string(d, "line", what))
 
 
 @dataclass(frozen=True)
@@ -363,19 +487,19 @@ class RunIdentity:
     @classmethod
     def from_json(cls, data: object) -> RunIdentity:
         what = "identity"
-        d = _obj(data, what)
+        d = obj(data, what)
         interpreter, last = d.get("interpreter"), d.get("last_output")
         return cls(
-            id=_str(d, "id", what, None), host=_opt_str(d, "host", what), mode=_str(d, "mode", what, "live"),
-            collected_at=_opt_num(d, "collected_at", what),
-            logs=tuple(ExpectedLog.from_json(item) for item in _list(d, "logs", what)),
-            processes=tuple(RunProcess.from_json(item) for item in _list(d, "processes", what)),
-            cgroups=_strs(d, "cgroups", what),
+            id=string(d, "id", what, None), host=opt_string(d, "host", what), mode=string(d, "mode", what, "live"),
+            collected_at=opt_number(d, "collected_at", what),
+            logs=tuple(ExpectedLog.from_json(item) for item in items(d, "logs", what)),
+            processes=tuple(RunProcess.from_json(item) for item in items(d, "processes", what)),
+            cgroups=strings(d, "cgroups", what),
             launcher=RunLauncher.from_json(d["launcher"]) if d.get("launcher") is not None else RunLauncher(),
             window=RunWindow.from_json(d["window"]) if d.get("window") is not None else RunWindow(),
             interpreter=Interpreter.from_json(interpreter) if interpreter is not None else None,
             last_output=LastOutput.from_json(last) if last is not None else None,
-            checkpoint_dir=_opt_str(d, "checkpoint_dir", what),
-            inferred=_strs(d, "inferred", what), did_you_mean=_strs(d, "did_you_mean", what),
-            state=_opt_str(d, "state", what), state_reason=_opt_str(d, "state_reason", what),
+            checkpoint_dir=opt_string(d, "checkpoint_dir", what),
+            inferred=strings(d, "inferred", what), did_you_mean=strings(d, "did_you_mean", what),
+            state=opt_string(d, "state", what), state_reason=opt_string(d, "state_reason", what),
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from diagnose.errors import InputError
@@ -176,9 +177,7 @@ def evidence_from_paths(args: Sequence[str]) -> Evidence:
 
     if bundles and not entries and len(bundles) == 1:
         bundle = evidence_from_bundle(bundles[0])
-        return Evidence(bundle.run, bundle.texts, bundle.packages, bundle.gpu, bundle.tmux, bundle.files,
-                        bundle.checkpoints, bundle.process, bundle.exits, bundle.gaps, tuple(notes) + bundle.notes,
-                        identity=bundle.identity)
+        return replace(bundle, notes=tuple(notes) + bundle.notes)
     evidence = evidence_from_files(entries, notes=notes)
     for path in bundles:
         evidence = merge(evidence, evidence_from_bundle(path))

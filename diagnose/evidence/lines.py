@@ -1,4 +1,5 @@
-"""What a single line tells besides its text: escape codes to strip, a timestamp, a rank prefix."""
+"""What a single line tells besides its text: escape codes to strip, a timestamp, a rank prefix,
+a glog header. The one place that knows these shapes: every other module asks here."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import calendar
 import re
 import time
 from datetime import datetime, timedelta, timezone
+from typing import AnyStr
 
 # CSI sequences (colours, cursor moves), OSC sequences (titles, hyperlinks), and 2-byte escapes.
 # None may span a '\r' or '\n': stripping must never join lines or shift line numbers.
 ANSI_BYTES = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+ANSI_TEXT = re.compile(ANSI_BYTES.pattern.decode("ascii"))  # the same, for text already decoded
 
 _MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
 
@@ -22,18 +25,31 @@ _DMESG_HUMAN = re.compile(
     r"^\s*\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3})\s+(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})\]"
 )
 _SYSLOG = re.compile(r"^(\w{3})\s+(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d+)? ")
-_GLOG = re.compile(r"^\[?[IWEF](\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
+# glog's time: "W1130 05:07:56.342000" (month, day, hour, minute, second, fraction; no year).
+_GLOG_TIME = r"^\[?[IWEF](\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6})\d*)?"
+GLOG_TIME = re.compile(_GLOG_TIME)
+# The whole glog header: "W1130 05:07:56.342000 1234 torch/distributed/elastic/agent/server/api.py:897] "
+# as torch.distributed's Python logging prints it, "[E1130 05:07:56.342586651 ProcessGroupNCCL.cpp:1168] "
+# as torch's C++ logging does (no thread id).
+GLOG_HEADER = re.compile(_GLOG_TIME + r"(?:\s+\d+)?\s+[^\s\]]+:\d+\]\s*")
 
-# torchrun's "[default0]:" and torch's "[rank0]:" in front of a glog-style "[E1130 05:07:56.342 ...]" line.
-_LAUNCHER_PREFIX = re.compile(r"^\s*(?:\[[A-Za-z_]\w*?\d+\]:)?(?:\[rank\d+\]:)?")
+# What launchers write before a line: torchrun --tee's "[default3]:" (by role name), torch's
+# "[rank11]:" after it or alone, "[Rank 3]", or a bare "rank3: "; with the one space after it
+# (a traceback frame keeps its indent).
+_PREFIX = re.compile(
+    r"^\s*(?:\[[A-Za-z_]\w*?\d+\]:(?:\s*\[(?:rank|Rank |RANK )\d+\]:?)?|\[(?:rank|Rank |RANK )\d+\]:?|rank\d+:(?=\s))\s?"
+)
 # torchrun --tee prefixes the LOCAL rank ("[default3]:", by role name); torch's own "[rank11]:"
 # after it is the global rank, so it wins when both are there.
 # Ranks of at most 9 digits: int() refuses a hostile line's 5000-digit "rank".
 _RANK = re.compile(r"^\s*\[[A-Za-z_]\w*?\d+\]:\[rank([0-9]{1,9})\]|^\s*\[(?:rank|default|Rank |RANK )([0-9]{1,9})\]:?|^\s*rank([0-9]{1,9}):\s")
 
 
-def strip_ansi(data: bytes) -> bytes:
-    return ANSI_BYTES.sub(b"", data) if b"\x1b" in data else data
+def strip_ansi(data: AnyStr) -> AnyStr:
+    """Bytes or text without terminal escapes (colours, cursor moves, titles)."""
+    if isinstance(data, bytes):
+        return ANSI_BYTES.sub(b"", data) if b"\x1b" in data else data
+    return ANSI_TEXT.sub("", data) if "\x1b" in data else data
 
 
 def rank_of(line: str) -> int | None:
@@ -42,6 +58,12 @@ def rank_of(line: str) -> int | None:
     if not match:
         return None
     return int(match.group(match.lastindex or 0))  # each alternative has one group
+
+
+def strip_prefix(line: str) -> tuple[int | None, str]:
+    """The rank a launcher prefix names (rank_of), and the line without the prefix."""
+    match = _PREFIX.match(line)
+    return rank_of(line), line[match.end():] if match else line
 
 
 def _frac(text: str | None) -> float:
@@ -84,7 +106,7 @@ def log_time(line: str, year_hint: int | None = None) -> float | None:
             return None
         base = _local(y, mo, d, hh, mi, ss)
         return None if base is None else base + _frac(match.group(7))
-    match = _GLOG.match(head) or _GLOG.match(_LAUNCHER_PREFIX.sub("", head, count=1))
+    match = GLOG_TIME.match(head) or GLOG_TIME.match(strip_prefix(head)[1].lstrip())
     if match and year_hint:
         mo, d, hh, mi, ss = (int(match.group(i)) for i in range(1, 6))
         if 1 <= mo <= 12 and 1 <= d <= 31:

@@ -6,11 +6,12 @@ means "collected, and there was nothing". Gaps say why something could not be co
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 
 class TextKind(str, Enum):
@@ -52,10 +53,31 @@ class TextFile:
     year: int | None = None  # syslog-style kernel logs carry no year
 
 
+def normalise_package(name: str) -> str:
+    """PEP 503 normalisation: `Torch_Vision` and `torch.vision` are `torch-vision`."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 @dataclass(frozen=True)
 class Packages:
     versions: Mapping[str, str]  # normalised name -> version
     source: str
+
+    def to_json(self) -> dict[str, str]:
+        """{name: version}: the JSON form of a package list (rule test cases give theirs so)."""
+        return dict(self.versions)
+
+    @classmethod
+    def from_json(cls, data: object, source: str, what: str = "package") -> Packages:
+        if not isinstance(data, dict):
+            raise ValueError(f"{what}: expected an object of name: version, got {type(data).__name__}")
+        versions: dict[str, str] = {}
+        for name, version in data.items():
+            # YAML reads `numpy: 2.0` as a number; the version is its text either way.
+            if isinstance(version, bool) or not isinstance(version, (str, int, float)) or not isinstance(name, str):
+                raise ValueError(f"{what}.{name}: expected a version, got {type(version).__name__}")
+            versions[normalise_package(name)] = str(version)
+        return cls(versions, source)
 
 
 @dataclass(frozen=True)
@@ -69,6 +91,36 @@ class ExitRecord:
     pid: int | None = None
     message: str = ""
     time: float | None = None  # when it failed, where the record says (torchelastic error files do)
+
+    JSON_KEYS: ClassVar[tuple[str, ...]] = ("source", "code", "signal", "rank", "pid", "message", "time")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "code": self.code, "signal": self.signal, "rank": self.rank, "pid": self.pid,
+                "message": self.message, "time": self.time}
+
+    @classmethod
+    def from_json(cls, data: object, what: str = "exits[]", strict: bool = False) -> ExitRecord:
+        """`signal` may also be a name (SIGKILL, KILL): rule test cases write it so."""
+        from diagnose.evidence.jsonread import obj, opt_int, opt_number, opt_string
+
+        d = obj(data, what, cls.JSON_KEYS if strict else None)
+        named = d.get("signal")
+        signal = _signal_number(named, f"{what}.signal") if isinstance(named, str) else opt_int(d, "signal", what)
+        return cls(opt_string(d, "source", what) or "exit", opt_int(d, "code", what), signal,
+                   opt_int(d, "rank", what), opt_int(d, "pid", what), opt_string(d, "message", what) or "",
+                   opt_number(d, "time", what))
+
+
+def _signal_number(name: str, what: str) -> int:
+    import signal as signal_module
+
+    text = name.strip().upper()
+    if text.isdigit():
+        return int(text)
+    try:
+        return int(signal_module.Signals[text if text.startswith("SIG") else "SIG" + text])
+    except KeyError:
+        raise ValueError(f"{what}: {name!r} is not a signal name or number") from None
 
 
 @dataclass(frozen=True)
@@ -89,8 +141,10 @@ class RunInfo:
     inputs: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Evidence:
+    """Built by keyword (a dozen fields, most optional); copied with dataclasses.replace."""
+
     run: RunInfo
     texts: tuple[TextFile, ...] = ()
     packages: Packages | None = None
@@ -105,7 +159,7 @@ class Evidence:
     # How the evidence was gathered (per collector: status, seconds, bytes); shown in JSON stats.
     stats: Mapping[str, object] = field(default_factory=dict)
     # Which run this is (live collection or a bundle's manifest `identity`); None for a scan.
-    identity: RunIdentity | None = field(default=None, kw_only=True)
+    identity: RunIdentity | None = None
 
     def texts_of(self, kind: TextKind) -> tuple[TextFile, ...]:
         return tuple(t for t in self.texts if t.kind is kind)

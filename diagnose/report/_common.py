@@ -4,14 +4,12 @@ serious, context and minor, and the one-line verdict (terminal, HTML)."""
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path, PurePosixPath
 
 from diagnose.engine.findings import Cause, Diagnosis
+from diagnose.evidence.lines import strip_ansi
 from diagnose.evidence.model import EvidenceItem
 from diagnose.vocab import SEVERITIES, Role, Severity
-
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 
 
 def at_or_above(severity: str, threshold: str) -> bool:
@@ -19,11 +17,6 @@ def at_or_above(severity: str, threshold: str) -> bool:
     if threshold not in SEVERITIES or severity not in SEVERITIES:
         return False
     return SEVERITIES.index(severity) <= SEVERITIES.index(threshold)
-
-
-def strip_ansi(text: str) -> str:
-    """Log lines keep terminal colour codes (wandb, rich, tqdm); reports outside a terminal drop them."""
-    return _ANSI.sub("", text) if "\x1b" in text else text
 
 
 def scan_root() -> Path:

@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from typing import IO
 
 from diagnose.engine.findings import Cause, Diagnosis
+from diagnose.evidence.lines import strip_ansi
 from diagnose.evidence.model import EvidenceItem
-from diagnose.report._common import at_or_above, is_file_evidence, relative_path, scan_root, strip_ansi
+from diagnose.report._common import at_or_above, is_file_evidence, relative_path, scan_root
 from diagnose.report.markdown import render_markdown
 from diagnose.vocab import Severity
 

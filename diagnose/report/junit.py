@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import IO
 
 from diagnose.engine.findings import Cause, Diagnosis
-from diagnose.report._common import at_or_above, inputs, one_line, strip_ansi
+from diagnose.evidence.lines import strip_ansi
+from diagnose.report._common import at_or_above, inputs, one_line
 
 SUITE_NAME = "diagnose"
 MESSAGE_CAUSES = 3  # top causes named in a failure's message attribute

@@ -14,8 +14,9 @@ from itertools import groupby
 from typing import IO
 
 from diagnose.engine.findings import Cause, Diagnosis
+from diagnose.evidence.lines import strip_ansi
 from diagnose.evidence.model import EvidenceItem
-from diagnose.report._common import at_or_above, evidence_summary, inputs, strip_ansi
+from diagnose.report._common import at_or_above, evidence_summary, inputs
 from diagnose.vocab import RELAUNCHES, relaunch_advice
 
 MAX_EVIDENCE = 12  # lines per cause unless -v

@@ -1,10 +1,11 @@
 """SARIF 2.1.0, as GitHub code scanning accepts it (github/codeql-action/upload-sarif).
 
-One run; tool.driver.rules describes every loaded rule (and the rule-less unrecognised-crash
-cause); one result per cause, its evidence lines as locations (path relative to the scanned
-root, line). partialFingerprints hash the rule id and the evidence text with numbers, times and
-addresses taken out, so the same failure seen again (other pid, other line, other day) is the
-same alert, and a new failure is a new one.
+One run; tool.driver.rules describes every loaded rule and every cause the engine makes with no
+rule file (the unrecognised crash, the causes of a run's state: engine/causes.py); one result
+per cause, its evidence lines as locations (path relative to the scanned root, line).
+partialFingerprints hash the rule id and the evidence text with numbers, times and addresses
+taken out, so the same failure seen again (other pid, other line, other day) is the same alert,
+and a new failure is a new one.
 
 GitHub shows a result only where it has a file location, so a cause resting on facts alone
 (tmux state, a log that was never written) is pinned to line 1 of the first scanned file, with a
@@ -23,10 +24,11 @@ from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from diagnose import __version__
+from diagnose.engine.causes import ENGINE_CAUSES, EngineCause
 from diagnose.engine.findings import Cause, Diagnosis
-from diagnose.engine.rank import UNRECOGNISED_ID
+from diagnose.evidence.lines import strip_ansi
 from diagnose.evidence.model import EvidenceItem
-from diagnose.report._common import inputs, is_file_evidence, one_line, relative_path, scan_root, strip_ansi
+from diagnose.report._common import inputs, is_file_evidence, one_line, relative_path, scan_root
 from diagnose.report.markdown import escape_inline
 from diagnose.vocab import Severity
 
@@ -40,16 +42,6 @@ FINGERPRINT_KEY = "diagnoseCause/v1"
 SRCROOT = "%SRCROOT%"
 MAX_LOCATIONS = 10  # GitHub keeps at most 10 locations per result; the rest go to relatedLocations
 MAX_RELATED = 100
-
-UNRECOGNISED_TITLE = "Unrecognised crash: no known signature matched the last exception"
-UNRECOGNISED_TEXT = (
-    "No rule matched, but a log ends in an exception or fatal error. diagnose reports the last "
-    "exception of each rank/thread so that it is never silent about a crash."
-)
-UNRECOGNISED_FIX = (
-    "Read the traceback's last frames in your own code first; the exception type and message name what failed.",
-    "If this failure recurs, add a rule for it: diagnose rules new <category>.<name> --from-line '<the error line>'.",
-)
 
 # What changes between two runs of the same failure: clock times, boot-relative times, pids,
 # addresses, counters. Replaced before hashing.
@@ -109,8 +101,7 @@ def _help(fix: tuple[str, ...], references: tuple[str, ...], explanation: str) -
 
 
 def _descriptor(rule_id: str, title: str, category: str, role: str, severity: str, confidence: float,
-                explanation: str, fix: tuple[str, ...], references: tuple[str, ...],
-                tags: tuple[str, ...] = ()) -> dict[str, Any]:
+                explanation: str, fix: tuple[str, ...], references: tuple[str, ...]) -> dict[str, Any]:
     descriptor: dict[str, Any] = {
         "id": rule_id,
         "name": rule_name(rule_id),
@@ -119,7 +110,7 @@ def _descriptor(rule_id: str, title: str, category: str, role: str, severity: st
         "help": _help(fix, references, explanation),
         "defaultConfiguration": {"level": LEVEL.get(severity, "warning")},
         "properties": {
-            "tags": list(dict.fromkeys(["ml-training", category, role, *tags])),
+            "tags": list(dict.fromkeys(["ml-training", category, role])),
             "precision": _precision(confidence),
             "severity": severity,
             "role": role,
@@ -143,13 +134,13 @@ def _precision(confidence: float) -> str:
 
 def rule_descriptor(rule: Rule) -> dict[str, Any]:
     return _descriptor(rule.id, template_text(rule.title), rule.category, rule.role, rule.severity, rule.confidence,
-                       template_text(rule.explanation), tuple(template_text(f) for f in rule.fix), rule.references,
-                       rule.tags)
+                       template_text(rule.explanation), tuple(template_text(f) for f in rule.fix), rule.references)
 
 
-def unrecognised_descriptor() -> dict[str, Any]:
-    return _descriptor(UNRECOGNISED_ID, UNRECOGNISED_TITLE, "unrecognised", "root", "error", 0.3,
-                       UNRECOGNISED_TEXT, UNRECOGNISED_FIX, ())
+def engine_descriptor(cause: EngineCause) -> dict[str, Any]:
+    """A cause the engine makes with no rule file (engine/causes.py), described from its entry."""
+    return _descriptor(cause.id, cause.title, cause.category, cause.role, cause.severity, cause.confidence,
+                       cause.explanation, cause.fix, ())
 
 
 def cause_descriptor(cause: Cause) -> dict[str, Any]:
@@ -231,9 +222,10 @@ def to_sarif(diagnosis: Diagnosis, rules: Mapping[str, Rule] | None = None, root
     table: Mapping[str, Rule] = rules or {}
     descriptors: list[dict[str, Any]] = [rule_descriptor(table[rule_id]) for rule_id in sorted(table)]
     known = {d["id"] for d in descriptors}
-    if UNRECOGNISED_ID not in known:
-        descriptors.append(unrecognised_descriptor())
-        known.add(UNRECOGNISED_ID)
+    for engine_cause in ENGINE_CAUSES.values():  # always described: GitHub keys its alerts on them
+        if engine_cause.id not in known:
+            descriptors.append(engine_descriptor(engine_cause))
+            known.add(engine_cause.id)
     for cause in diagnosis.causes:
         if cause.id not in known:
             descriptors.append(cause_descriptor(cause))

@@ -19,8 +19,8 @@ from diagnose.rules.model import (
     ID_SHAPE,
     OPS,
     OPTIONAL_KEYS,
+    REMOVED_KEYS,
     REQUIRED_KEYS,
-    TEST_CASE_KEYS,
     TEXT_KINDS,
     Condition,
     Group,
@@ -28,6 +28,7 @@ from diagnose.rules.model import (
     RuleTest,
     TextCondition,
 )
+from diagnose.rules.testcase import CASE_KEYS, OLD_KEYS
 from diagnose.rules.yamlnodes import Problems, YamlFile
 from diagnose.vocab import RELAUNCHES, ROLES, SEVERITIES
 
@@ -60,6 +61,9 @@ class RuleParser:
             self.error(line, f"duplicate key '{key}'")
         fields: dict[str, tuple[yaml.Node, int]] = {}
         for key, node, line in doc.items(root):
+            if key in REMOVED_KEYS:
+                self.error(line, REMOVED_KEYS[key])
+                continue
             if key not in REQUIRED_KEYS and key not in OPTIONAL_KEYS:
                 self.error(line, f"unknown field '{key}' (known: {', '.join(REQUIRED_KEYS + OPTIONAL_KEYS)})")
                 continue
@@ -93,7 +97,6 @@ class RuleParser:
             if not re.match(r"^https?://\S+$", ref):
                 self.error(fields["references"][1], f"reference must be a URL: {ref!r}")
         relaunch = self.choice(fields["relaunch"], RELAUNCHES) if "relaunch" in fields else None
-        tags = self.string_list(fields["tags"], "tags") if "tags" in fields else ()
         analyze = self.analyzer(fields["analyze"]) if "analyze" in fields else None
         tests = self.tests(fields["tests"]) if "tests" in fields else ()
         if not self.ok or None in (rule_id, title, category, role, severity, confidence, when, explanation, fix):
@@ -103,7 +106,7 @@ class RuleParser:
             id=rule_id, title=title, category=category, role=role, severity=severity,
             confidence=float(confidence or 0.0), when=when, explanation=explanation, fix=tuple(fix or ()),
             references=tuple(references or ()), relaunch=relaunch, tests=tuple(tests or ()),
-            analyze=analyze, tags=tuple(tags or ()), path=self.path,
+            analyze=analyze, path=self.path,
         )
 
     # -- scalar fields
@@ -283,9 +286,13 @@ class RuleParser:
                 if not isinstance(case, dict) or not case:
                     self.error(case_line, "a test case is a mapping like {log: \"a line\"}")
                     continue
-                unknown = [k for k in case if k not in TEST_CASE_KEYS]
+                unknown = [k for k in case if k not in CASE_KEYS and k not in OLD_KEYS]
                 if unknown:
-                    self.error(case_line, f"unknown test case key(s) {', '.join(map(str, unknown))} (known: {', '.join(TEST_CASE_KEYS)})")
+                    self.error(case_line, f"unknown test case key(s) {', '.join(map(str, unknown))} (known: {', '.join(CASE_KEYS)})")
+                    continue
+                both = [old for old, new in OLD_KEYS.items() if old in case and new in case]
+                if both:
+                    self.error(case_line, f"test case gives both {both[0]} and {OLD_KEYS[both[0]]}; write {OLD_KEYS[both[0]]} only")
                     continue
                 out.append(RuleTest(key == "match", case, case_line))
         return tuple(out)

@@ -11,27 +11,10 @@ import yaml
 
 from diagnose.engine.evaluate import run_rules
 from diagnose.errors import DiagnoseError
-from diagnose.evidence.model import (
-    CheckpointFile,
-    CheckpointState,
-    Evidence,
-    ExitRecord,
-    ExpectedFile,
-    Gpu,
-    GpuState,
-    Packages,
-    ProcessState,
-    RunInfo,
-    TextFile,
-    TextKind,
-    TmuxPane,
-    TmuxServer,
-    TmuxSession,
-    TmuxState,
-)
-from diagnose.evidence.parsers.packages import normalise_package
+from diagnose.evidence.facts import CheckpointState, ExpectedFile, GpuState, ProcessState, TmuxState
+from diagnose.evidence.model import Evidence, ExitRecord, Packages, RunInfo, TextFile, TextKind
 from diagnose.rules.model import Rule, RuleSet, RuleTest
-from diagnose.rules.predicates import parse_signal
+from diagnose.rules.testcase import modernise
 from diagnose.vocab import Severity
 
 Echo = Callable[[str], Any]
@@ -41,56 +24,41 @@ def _lines(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else [str(v) for v in value]
 
 
+def _records(value: Any, key: str) -> list[Any]:
+    """`file` and `exit` hold one record or a list of them."""
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list):
+        return value
+    raise ValueError(f"{key}: expected an object or a list of them, got {type(value).__name__}")
+
+
 def evidence_for_case(case: Mapping[str, Any], workdir: Path) -> Evidence:
-    """Build in-memory evidence from a rule test case (text goes to files the scanner reads)."""
+    """In-memory evidence from a rule test case: under each condition key, that fact in its JSON
+    form (the one the bundle stores; strict: an unknown key is an error). Lines go to files the
+    scanner reads."""
+    case = modernise(case)
     texts: list[TextFile] = []
     for kind in (TextKind.LOG, TextKind.DMESG):
         if kind.value in case:
             path = workdir / f"{kind.value}.txt"
             path.write_text("\n".join(_lines(case[kind.value])) + "\n", encoding="utf-8")
             texts.append(TextFile(kind, path, f"{kind.value}.txt"))
-    packages = None
-    if "packages" in case:
-        packages = Packages({normalise_package(str(k)): str(v) for k, v in dict(case["packages"]).items()}, "packages")
-    tmux = None
-    if "tmux" in case:
-        t = dict(case["tmux"])
-        sessions = tuple(
-            TmuxSession(s["name"], tuple(TmuxPane(p.get("target", f"{s['name']}:0.0"), bool(p.get("dead")), p.get("status"), p.get("command", ""))
-                                         for p in s.get("panes", [])))
-            for s in t.get("sessions", [])
-        )
-        tmux = TmuxState(TmuxServer(t.get("server", "running")), t.get("socket", "/tmp/tmux-0/default"), t.get("message", ""),
-                         sessions, t.get("expected_session"))
-    files = None
-    if "files" in case:
-        files = tuple(
-            ExpectedFile(f.get("role", "log"), f["path"], bool(f.get("exists", True)), f.get("size"), None, tuple(f.get("siblings", ())))
-            for f in case["files"]
-        )
-    checkpoints = None
-    if "checkpoint" in case:
-        c = dict(case["checkpoint"])
-        now = 1_000_000_000.0
-        newest = CheckpointFile(c.get("newest", "ckpt.pt"), 1, now - float(c["newest_age"])) if "newest_age" in c else None
-        checkpoints = CheckpointState(c.get("directory", "checkpoints"), bool(c.get("exists", True)), now, int(c.get("file_count", 0)),
-                                      int(c.get("total_bytes", 0)), newest, tuple(c.get("zero_byte", ())), tuple(c.get("partial", ())),
-                                      c.get("free_bytes"))
-    gpu = None
-    if "gpu" in case:
-        g = dict(case["gpu"])
-        gpus = tuple(Gpu(**{"index": i, **dict(item)}) if "index" not in item else Gpu(**dict(item)) for i, item in enumerate(g.get("gpus", [])))
-        gpu = GpuState("gpu", g.get("driver"), g.get("cuda"), gpus)
-    exits = None
-    if "exits" in case:
-        exits = tuple(
-            ExitRecord(e.get("source", "exit"), e.get("code"), parse_signal(e["signal"]) if e.get("signal") is not None else None, e.get("rank"))
-            for e in case["exits"]
-        )
-    process = None
-    if "process" in case:
-        process = ProcessState("process", bool(case["process"].get("alive")), tuple(case["process"].get("pids", ())))
-    return Evidence(RunInfo("test", "test"), tuple(texts), packages, gpu, tmux, files, checkpoints, process, exits)
+    files = exits = None
+    if "file" in case:
+        files = tuple(ExpectedFile.from_json(f, f"file[{n}]", strict=True) for n, f in enumerate(_records(case["file"], "file")))
+    if "exit" in case:
+        exits = tuple(ExitRecord.from_json(e, f"exit[{n}]", strict=True) for n, e in enumerate(_records(case["exit"], "exit")))
+    return Evidence(
+        run=RunInfo("test", "test"), texts=tuple(texts),
+        packages=Packages.from_json(case["package"], "packages") if "package" in case else None,
+        gpu=GpuState.from_json(case["gpu"], strict=True) if "gpu" in case else None,
+        tmux=TmuxState.from_json(case["tmux"], strict=True) if "tmux" in case else None,
+        files=files,
+        checkpoints=CheckpointState.from_json(case["checkpoint"], "checkpoint", strict=True) if "checkpoint" in case else None,
+        process=ProcessState.from_json(case["process"], strict=True) if "process" in case else None,
+        exits=exits,
+    )
 
 
 def check_case(rule: Rule, test: RuleTest, engine: str = "auto") -> str | None:

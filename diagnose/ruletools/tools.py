@@ -10,16 +10,19 @@ from __future__ import annotations
 import re
 import string
 import textwrap
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from diagnose.engine.causes import ENGINE_CAUSES, EngineCause
 from diagnose.errors import DiagnoseError
-from diagnose.evidence.parsers.packages import normalise_package
+from diagnose.evidence.lines import GLOG_HEADER, strip_prefix
+from diagnose.evidence.model import normalise_package
 from diagnose.rules.conditions import FACT_KINDS, FactCondition
 from diagnose.rules.extensions import ANALYZER_CAPTURES
 from diagnose.rules.load import builtin_rules_dir, load_rule_file, rule_files
 from diagnose.rules.model import ID_SHAPE, Condition, Group, Rule, TextCondition
+from diagnose.rules.testcase import old_spellings
 from diagnose.rules.yamlnodes import Problems
 from diagnose.vocab import is_crash_level
 
@@ -44,6 +47,19 @@ def _wrap(text: str, indent: str = "  ", width: int = 100) -> list[str]:
     return textwrap.wrap(" ".join(text.split()), width=width, initial_indent=indent, subsequent_indent=indent) or [indent]
 
 
+def _captures_lines(rule: Rule) -> list[str]:
+    """`captures:` what {placeholders} the rule can fill: its conditions' named groups and fact
+    captures, and what its analyzer adds (rules/extensions.py), which no line of the YAML shows."""
+    own = sorted(capturable(rule.when))
+    added = sorted(ANALYZER_CAPTURES.get(rule.analyze or "", frozenset()) - set(own))
+    parts = [", ".join(own)] if own else []
+    if added:
+        parts.append(f"from the analyzer {rule.analyze}: " + ", ".join(added))
+    text = "; ".join(parts) or "(none)"
+    wrapped = textwrap.wrap(text, width=100, initial_indent="  captures:   ", subsequent_indent=" " * 14)
+    return wrapped or ["  captures:   (none)"]
+
+
 def show_rule(rule: Rule) -> str:
     """Every field of a rule, rendered for a terminal (placeholders left as written)."""
     matches = sum(1 for t in rule.tests if t.should_match)
@@ -58,10 +74,9 @@ def show_rule(rule: Rule) -> str:
     ]
     if rule.analyze:
         lines.append(f"  analyze:    {rule.analyze}")
-    if rule.tags:
-        lines.append(f"  tags:       {', '.join(rule.tags)}")
     lines.append("  when:")
     lines.extend(describe_condition(rule.when, 4))
+    lines.extend(_captures_lines(rule))
     lines.append("  explanation:")
     lines.extend(_wrap(rule.explanation, "    "))
     lines.append("  fix:")
@@ -76,13 +91,54 @@ def show_rule(rule: Rule) -> str:
     return "\n".join(lines)
 
 
-def find_rule(rules: Sequence[Rule], rule_id: str) -> Rule:
+def show_engine_cause(cause: EngineCause) -> str:
+    """A cause the engine makes with no rule file (engine/causes.py), shown as a rule is."""
+    lines = [
+        f"{cause.id}  (made by the engine)",
+        f"  title:      {cause.title}",
+        f"  category:   {cause.category}",
+        f"  role:       {cause.role}",
+        f"  severity:   {cause.severity}",
+        f"  confidence: {cause.confidence:g}",
+        f"  relaunch:   {cause.relaunch}",
+        "  when:",
+    ]
+    lines.extend(_wrap(cause.made_when, "    "))
+    lines.append("  explanation:")
+    lines.extend(_wrap(cause.explanation, "    "))
+    lines.append("  fix:")
+    for item in cause.fix:
+        wrapped = _wrap(item, "      ")
+        lines.append("    - " + wrapped[0].lstrip())
+        lines.extend(wrapped[1:])
+    lines.append("  references: (none)")
+    lines.append(f"  file:       {cause.source}")
+    return "\n".join(lines)
+
+
+def show(item: Rule | EngineCause) -> str:
+    return show_rule(item) if isinstance(item, Rule) else show_engine_cause(item)
+
+
+def list_rows(rules: Sequence[Rule], category: str | None = None) -> list[tuple[str, str, str, str, str]]:
+    """`rules list`: (id, category, severity, title, origin) of every rule and every cause the
+    engine makes, by id. Origin: "" (built-in), "user" or "engine"."""
+    rows = [(r.id, r.category, str(r.severity), r.title, "" if r.builtin else "user") for r in rules]
+    ids = {r.id for r in rules}
+    rows += [(c.id, c.category, str(c.severity), c.title, "engine") for c in ENGINE_CAUSES.values() if c.id not in ids]
+    return sorted((row for row in rows if category in (None, row[1])), key=lambda row: row[0])
+
+
+def find_rule(rules: Sequence[Rule], rule_id: str) -> Rule | EngineCause:
+    """The rule of that id, else the engine's own cause of that id (rules list shows both)."""
     for rule in rules:
         if rule.id == rule_id:
             return rule
+    if rule_id in ENGINE_CAUSES:
+        return ENGINE_CAUSES[rule_id]
     import difflib
 
-    close = difflib.get_close_matches(rule_id, [r.id for r in rules], n=3)
+    close = difflib.get_close_matches(rule_id, [r.id for r in rules] + list(ENGINE_CAUSES), n=3)
     hint = f" (did you mean: {', '.join(close)}?)" if close else " (see: diagnose rules list)"
     raise DiagnoseError(f"no rule with id '{rule_id}'{hint}")
 
@@ -112,6 +168,8 @@ LINT_CODES: dict[str, LintCode] = {c.code: c for c in (
     LintCode("DL201", "missing-positive-test", ERROR, "The rule has no `tests.match` case."),
     LintCode("DL202", "missing-negative-test", ERROR, "The rule has no `tests.no_match` case."),
     LintCode("DL203", "placeholder-text", WARNING, "The rule still holds scaffold text (TODO) in its title, explanation, fix or tests."),
+    LintCode("DL204", "old-test-key", WARNING,
+             "A test case uses an older spelling (packages, files, exits, tmux expected_session, checkpoint newest_age): it still reads, but a test case's keys are the condition keys now."),
     LintCode("DL301", "missing-relaunch", ERROR, "The rule does not say whether a plain relaunch can help (relaunch: yes | no | maybe)."),
     LintCode("DL302", "missing-references", WARNING,
              "The rule cites no public report (references) and no fixture names it in expect.yaml: nothing shows the pattern is true to real output."),
@@ -233,7 +291,7 @@ def lint_structure(rule: Rule, fixture_names: Iterable[str] = ()) -> list[LintIs
     def add(code: str, line: int, message: str, severity: str = "") -> None:
         issues.append(LintIssue(code, rule.path, line, rule.id, message, severity))
 
-    for cond in rule.text_conditions():
+    for cond in rule.conditions(TextCondition):
         problem = static_problem(cond.pattern) or torture_problem(cond.pattern)
         if problem:
             add("DL101", cond.line, f"{cond.pattern!r}: {problem}")
@@ -246,6 +304,9 @@ def lint_structure(rule: Rule, fixture_names: Iterable[str] = ()) -> list[LintIs
     texts = [rule.title, rule.explanation, *rule.fix] + [str(t.case.get("note", "")) for t in rule.tests]
     if any("TODO" in text for text in texts):
         add("DL203", 1, "replace the TODO scaffold text")
+    for test in rule.tests:
+        for spelt, instead in old_spellings(test.case):
+            add("DL204", test.line, f"test case key {spelt}: write {instead} (a test case's keys are the condition keys)")
     if rule.relaunch is None:
         add("DL301", 1, "add relaunch: yes | no | maybe")
     if not rule.references and not any(rule.id == name for name in fixture_names):
@@ -305,7 +366,7 @@ def lint_healthy(rules: Sequence[Rule], fixtures: Sequence[Path], engine: str = 
             rule = finding.rule
             serious = is_crash_level(rule.role, rule.severity)
             where = ", ".join(f"{e.location()}: {e.text[:120]!r}" for e in finding.evidence[:2])
-            line = next((c.line for c in rule.text_conditions()), 1)
+            line = next((c.line for c in rule.conditions(TextCondition)), 1)
             issues.append(LintIssue("DL110", rule.path, line, rule.id, f"fires on healthy fixture {fixture.name} ({where})",
                                     ERROR if serious else WARNING))
     return issues
@@ -366,10 +427,12 @@ def lint_paths(paths: Sequence[Path], fixtures_root: Path | None = None, healthy
 _META = set(".^$*+?{}[]\\|()")
 # Order matters: a hex run (has a-f and a digit) before plain digits.
 _TOKEN = re.compile(r"(?P<hexnum>0x[0-9a-fA-F]+)|(?P<hex>(?<![0-9A-Za-z])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{6,}(?![0-9A-Za-z]))|(?P<digits>\d+)")
-_PREFIXES = (
-    re.compile(r"^\s*\[(?:rank|default)\d+\]:\s*"),
-    re.compile(r"^\s*\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s*"),
-    re.compile(r"^\s*\[?[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+\S+\]\s*"),
+_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s*")
+# What goes before the words of a line: a launcher's rank prefix, a timestamp, a glog header.
+_HEADS: tuple[Callable[[str], str], ...] = (
+    lambda body: strip_prefix(body)[1],
+    lambda body: _TIMESTAMP.sub("", body, count=1),
+    lambda body: GLOG_HEADER.sub("", body, count=1),
 )
 
 
@@ -385,8 +448,8 @@ def pattern_from_line(line: str) -> str:
     changed = True
     while changed:
         changed = False
-        for prefix in _PREFIXES:
-            stripped = prefix.sub("", body, count=1)
+        for head in _HEADS:
+            stripped = head(body).lstrip()
             if stripped != body and stripped.strip():
                 body, changed = stripped, True
     out: list[str] = []

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 from typing import Any
 
-from diagnose.engine.evaluate import run_rules
-from diagnose.engine.rank import rank, render
+from diagnose.engine.causes import ENGINE_CAUSES
+from diagnose.engine.evaluate import evaluate_scanned, pattern_sets, run_rules
+from diagnose.engine.rank import rank, rank_all, render
+from diagnose.engine.scan import scan_texts
+from diagnose.evidence.inputs import evidence_from_paths
 from diagnose.rules.load import load_rules
 from diagnose.rules.model import Rule
 from diagnose.ruletools.selftest import evidence_for_case
@@ -57,10 +61,10 @@ def test_all_any_none_three_valued(tmp_path: Path) -> None:
     # package unknown, log alternative false: unknown -> skipped
     assert evaluate(tmp_path, [rule], {"log": ["boom"]}) == ([], ["t.combo"])
     # package known and old: false
-    assert evaluate(tmp_path, [rule], {"log": ["boom"], "packages": {"wandb": "0.18.7"}}) == ([], [])
+    assert evaluate(tmp_path, [rule], {"log": ["boom"], "package": {"wandb": "0.18.7"}}) == ([], [])
     # exclusion present in dmesg: false; dmesg missing: the exclusion does not exclude
-    assert evaluate(tmp_path, [rule], {"log": ["boom"], "packages": {"wandb": "0.19.1"}, "dmesg": "an excuse"}) == ([], [])
-    assert evaluate(tmp_path, [rule], {"log": ["boom"], "packages": {"wandb": "0.19.1"}})[0] == ["t.combo"]
+    assert evaluate(tmp_path, [rule], {"log": ["boom"], "package": {"wandb": "0.19.1"}, "dmesg": "an excuse"}) == ([], [])
+    assert evaluate(tmp_path, [rule], {"log": ["boom"], "package": {"wandb": "0.19.1"}})[0] == ["t.combo"]
 
 
 def test_nested_groups(tmp_path: Path) -> None:
@@ -94,9 +98,9 @@ def test_captures_flow_into_explanation(tmp_path: Path) -> None:
 
 def test_fact_conditions(tmp_path: Path) -> None:
     rule = make_rule(tmp_path, "t.ckpt", "all:\n  - checkpoint: {count: 0}\n  - exit: {signal: SIGKILL}")
-    assert evaluate(tmp_path, [rule], {"checkpoint": {"file_count": 0}, "exits": [{"signal": 9}]})[0] == ["t.ckpt"]
-    assert evaluate(tmp_path, [rule], {"checkpoint": {"file_count": 3}, "exits": [{"signal": 9}]})[0] == []
-    assert evaluate(tmp_path, [rule], {"checkpoint": {"file_count": 0}}) == ([], ["t.ckpt"])
+    assert evaluate(tmp_path, [rule], {"checkpoint": {"directory": "/ckpt", "file_count": 0}, "exit": {"signal": 9}})[0] == ["t.ckpt"]
+    assert evaluate(tmp_path, [rule], {"checkpoint": {"directory": "/ckpt", "file_count": 3}, "exit": {"signal": 9}})[0] == []
+    assert evaluate(tmp_path, [rule], {"checkpoint": {"directory": "/ckpt", "file_count": 0}}) == ([], ["t.ckpt"])
     gpu = make_rule(tmp_path, "t.gpu", "all:\n  - gpu: {ecc_uncorrected: '>0', driver: '>=500'}")
     healthy = {"gpu": {"driver": "580.159.04", "gpus": [{"ecc_uncorrected": 0}, {"ecc_uncorrected": 0}]}}
     broken = {"gpu": {"driver": "580.159.04", "gpus": [{"ecc_uncorrected": 0}, {"ecc_uncorrected": 2}]}}
@@ -190,3 +194,35 @@ def test_kernel_lines_inside_a_training_log_count_for_dmesg_conditions(tmp_path:
     assert evaluate(tmp_path, [rule], {"log": training}) == ([], ["t.kern"])
     # A kernel log without it: a real "no".
     assert evaluate(tmp_path, [rule], {"log": training, "dmesg": training[:1]}) == ([], [])
+
+
+def test_engine_made_causes_carry_their_table_entry(tmp_path: Path) -> None:
+    # engine/causes.py holds each engine-made cause once; a cause of a run words only its title and explanation.
+    crashed = evidence_from_paths([str(DATA / "ci" / "shape-mismatch" / "train.log")])
+    stopped_log = tmp_path / "train.log"  # the real wandb log up to its crash: INFO lines only, then nothing
+    stopped_log.write_text("\n".join((DATA / "logs" / "wandb-settings-rejected.log").read_text().splitlines()[:5]) + "\n")
+    stopped = evidence_from_paths([str(stopped_log)])
+    made = {c.id: c for evidence in (crashed, stopped) for c in rank_all([], evidence).causes}
+    assert {"unrecognised.crash", "run.stopped-without-error"} <= set(made)
+    for cause_id, cause in made.items():
+        entry = ENGINE_CAUSES[cause_id]
+        assert (cause.category, cause.role, cause.severity, cause.confidence, cause.fix, cause.relaunch) == (
+            entry.category, entry.role, entry.severity, entry.confidence, entry.fix, entry.relaunch)
+    assert "RuntimeError: Error(s) in loading state_dict for MLP" in made["unrecognised.crash"].title
+
+
+def test_a_log_that_cannot_be_read_again_is_a_gap(tmp_path: Path) -> None:
+    # Scanned, then gone before the ranker and the analyzers read it again (rotated, removed).
+    log = tmp_path / "train.log"
+    shutil.copy(FIXTURES / "torchrun-rank-exception" / "logs" / "train-tee.log", log)
+    evidence = evidence_from_paths([str(log)])
+    rules = [r for r in load_rules().rules if r.analyze == "torchelastic"]
+    sets = pattern_sets(rules)
+    scans = scan_texts(evidence.texts, sets)
+    log.unlink()
+    result = evaluate_scanned(rules, evidence, scans, sets)
+    ranked = rank_all(result.findings, evidence)
+    said = [(g.source, g.reason) for g in result.gaps + ranked.gaps]
+    assert result.findings and ("train.log" in {g.source.rsplit("/", 1)[-1] for g in result.gaps})
+    assert all("could not read it again after the scan (no such file or directory)" in reason for _, reason in said)
+    assert any("the analysis across ranks left it out" in reason for _, reason in said)

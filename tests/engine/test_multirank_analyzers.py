@@ -41,7 +41,7 @@ def summary_of(path: Path) -> ElasticSummary:
 def log_evidence(tmp_path: Path, text: str, name: str = "train.log", rank: int | None = None) -> Evidence:
     path = tmp_path / name
     path.write_text(text + "\n", encoding="utf-8")
-    return Evidence(RunInfo("t", "test"), (TextFile(TextKind.LOG, path, name, rank),))
+    return Evidence(run=RunInfo("t", "test"), texts=(TextFile(TextKind.LOG, path, name, rank),))
 
 
 # ---------------------------------------------------------------- torchelastic summary and error files
@@ -92,7 +92,7 @@ def test_hang_explanation_says_the_root_cause_is_the_victim() -> None:
 def test_error_files_alone_name_the_first_rank_by_time(tmp_path: Path) -> None:
     # Only the per-rank folder of a --tee run, no console log: the error files decide.
     evidence = evidence_from_bundle(FIXTURES / "torchrun-rank-exception")
-    without_console = Evidence(evidence.run, tuple(t for t in evidence.texts if "train-tee" not in t.display), exits=evidence.exits)
+    without_console = Evidence(run=evidence.run, texts=tuple(t for t in evidence.texts if "train-tee" not in t.display), exits=evidence.exits)
     captures, _items = summarise(run_log(without_console), without_console)
     assert captures["root_rank"] == "1" and captures["root_error"].startswith("ValueError")
 
@@ -237,7 +237,7 @@ def test_async_cuda_error_is_a_symptom_of_the_kernel_assertion_and_xid43() -> No
 def test_xid_sample_from_the_h200_is_an_application_xid(tmp_path: Path) -> None:
     # /work/shared/samples/h200/dmesg-nvrm-tail.txt, copied into tests/data/samples/h200/
     sample = Path(__file__).resolve().parents[1] / "data" / "samples" / "h200" / "dmesg-nvrm-tail.txt"
-    evidence = Evidence(RunInfo("t", "test"), (TextFile(TextKind.DMESG, sample, "dmesg"),))
+    evidence = Evidence(run=RunInfo("t", "test"), texts=(TextFile(TextKind.DMESG, sample, "dmesg"),))
     [event] = xid_events(evidence)
     assert (event.xid, event.pci, event.pid, event.name, event.kind) == (43, "0000:00:06", "680", "python3", "application")
 

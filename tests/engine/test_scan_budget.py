@@ -81,7 +81,7 @@ def test_the_report_names_the_spent_budget(slow_log: Path, cache_dir: Path) -> N
     rule = Rule(id="test.slow", title="t", category="test", role="root", severity="error", confidence=0.5,
                 when=Group("all", (TextCondition(TextKind.LOG, SLOW, 9),), 1), explanation="e", fix=("f",),
                 builtin=False)
-    evidence = Evidence(RunInfo(id="t", mode="scan"), (TextFile(TextKind.LOG, slow_log, "slow.log"),))
+    evidence = Evidence(run=RunInfo(id="t", mode="scan"), texts=(TextFile(TextKind.LOG, slow_log, "slow.log"),))
     started = time.process_time()
     diagnosis = diagnose(evidence, RuleSet([rule]))
     assert time.process_time() - started < scan.CONFIRM_BUDGET + SLACK

@@ -101,6 +101,6 @@ def test_the_engine_reports_a_pattern_that_gave_up(tmp_path: Path, cache_dir: Pa
     source = TextFile(TextKind.LOG, log, "hang.log")
     sets = {TextKind.LOG: scan.PatternSet([pattern]), TextKind.DMESG: scan.PatternSet([])}
     scans = scan.scan_texts([source], sets)
-    evidence = Evidence(RunInfo(id="t", mode="scan"), (source,))
+    evidence = Evidence(run=RunInfo(id="t", mode="scan"), texts=(source,))
     result = evaluate_scanned([rule], evidence, scans, sets)
     assert [(s.rule_id, s.reason) for s in result.skipped] == [("test.hang", "pattern gave up on 1 long line(s) of hang.log")]

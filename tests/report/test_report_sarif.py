@@ -1,5 +1,6 @@
 """SARIF: valid against the OASIS 2.1.0 schema, what GitHub code scanning needs, rule metadata
-from the rule files, the rule-less unrecognised crash, and fingerprints stable across runs."""
+from the rule files, the engine's rule-less causes (the unrecognised crash, a run's state), and
+fingerprints stable across runs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from diagnose.app import diagnose
+from diagnose.engine.causes import ENGINE_CAUSES
 from diagnose.evidence.inputs import evidence_from_paths
 from diagnose.report.sarif import FINGERPRINT_KEY, LEVEL, template_text, to_sarif
 from diagnose.rules.model import RuleSet
@@ -66,7 +68,7 @@ def test_driver_rules_come_from_the_rule_files() -> None:
     ruleset = load_rules_cached(TEST_RULES)
     doc = sarif_of(*CASES["healthy"], rules=ruleset)
     described = {d["id"]: d for d in doc["runs"][0]["tool"]["driver"]["rules"]}
-    assert set(described) == {r.id for r in ruleset.rules} | {"unrecognised.crash"}
+    assert set(described) == {r.id for r in ruleset.rules} | set(ENGINE_CAUSES)
     for rule in ruleset.rules:
         d = described[rule.id]
         assert d["shortDescription"]["text"] == template_text(rule.title)
@@ -96,7 +98,8 @@ def test_unrecognised_crash_without_a_rule_file_is_valid_sarif() -> None:
     doc = sarif_of(*CASES["shape-mismatch"], rules=RuleSet([]))
     run = doc["runs"][0]
     rules = run["tool"]["driver"]["rules"]
-    assert [r["id"] for r in rules] == ["unrecognised.crash"]
+    assert [r["id"] for r in rules] == ["unrecognised.crash", "run.stalled", "run.never-started",
+                                        "run.killed-from-outside", "run.stopped-without-error", "run.exited-with-error"]
     (result,) = run["results"]
     assert result["ruleId"] == "unrecognised.crash" and result["ruleIndex"] == 0
     assert "RuntimeError: Error(s) in loading state_dict for MLP" in result["message"]["text"]
@@ -106,6 +109,18 @@ def test_unrecognised_crash_without_a_rule_file_is_valid_sarif() -> None:
     schema = sarif_schema()
     if schema is not None:
         assert sarif_schema_errors(doc, schema) == []
+
+
+def test_engine_causes_are_described_from_their_table() -> None:
+    # One text per engine-made cause (engine/causes.py): SARIF's descriptor is that entry.
+    doc = sarif_of(*CASES["healthy"], rules=RuleSet([]))
+    described = {d["id"]: d for d in doc["runs"][0]["tool"]["driver"]["rules"]}
+    for cause in ENGINE_CAUSES.values():
+        d = described[cause.id]
+        assert d["shortDescription"]["text"] == cause.title and d["fullDescription"]["text"] == cause.explanation
+        assert d["defaultConfiguration"]["level"] == LEVEL[cause.severity]
+        assert d["properties"]["role"] == cause.role and d["properties"]["confidence"] == cause.confidence
+        assert all(step in d["help"]["text"] for step in cause.fix)
 
 
 def test_locations_are_relative_to_the_scanned_root() -> None:

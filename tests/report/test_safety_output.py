@@ -169,7 +169,7 @@ def test_rich_terminal_shows_markup_as_text_and_only_its_own_colours(monkeypatch
     hostile = "x" + _pieces(LINE_PIECES, False) + _pieces(NAME_PIECES, False) + " " + MARKUP
     cause = Cause("t.x", "title " + hostile, "t", "root", "error", 0.9, 1.0,
                   (EvidenceItem("\udcff" + hostile, hostile, 1),), "explained " + hostile, ("fix " + hostile,), ())
-    diagnosis = Diagnosis(Evidence(RunInfo(id="r", mode="scan", inputs=("\udcff.log",))), [cause], [], [])
+    diagnosis = Diagnosis(Evidence(run=RunInfo(id="r", mode="scan", inputs=("\udcff.log",))), [cause], [], [])
     out = Tty()
     render(Format.TERMINAL, diagnosis, out)
     text = out.getvalue()

@@ -147,7 +147,7 @@ def test_the_cached_rule_set_equals_the_freshly_loaded_one(tmp_path: Path, monke
     assert cached == fresh  # plain data all the way down, predicates included
     # Same answers on sample evidence: the rules' own test cases that use structured facts.
     cases = [t.case for r in fresh.rules for t in r.tests
-             if set(t.case) & {"packages", "gpu", "exits", "tmux", "files", "checkpoint", "process"}]
+             if set(t.case) & {"package", "gpu", "exit", "tmux", "file", "checkpoint", "process"}]
     assert len(cases) >= 20
     matched = 0
     for number, case in enumerate(cases):

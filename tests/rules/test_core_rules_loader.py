@@ -141,3 +141,19 @@ def test_cli_malformed_rule_exits_2_with_one_clear_line(tmp_path: Path) -> None:
     first = result.stderr.splitlines()[0]
     assert first.startswith(f"diagnose: error: {path}:4:") and "'boss' is not one of" in first
     assert "Traceback" not in result.stderr
+
+
+def test_tags_are_no_longer_part_of_the_format(tmp_path: Path) -> None:
+    path = write(tmp_path, "demo.good.yaml", GOOD + "tags: [torch.compile]\n")
+    line = GOOD.count("\n") + 1
+    assert problems_for(tmp_path) == [
+        f"{path}:{line}: 'tags' was removed from the rule format: the category and the role are what reports and "
+        "SARIF group rules by; delete the line"]
+
+
+def test_old_and_new_spelling_of_a_test_key_together_is_refused(tmp_path: Path) -> None:
+    text = GOOD.replace('match: [{log: "boom engine"}]',
+                        'match: [{log: "boom engine", exits: [{code: 1}], exit: {code: 1}}]')
+    path = write(tmp_path, "demo.good.yaml", text)
+    (problem,) = problems_for(tmp_path)
+    assert problem.startswith(f"{path}:") and problem.endswith("test case gives both exits and exit; write exit only")

@@ -227,7 +227,7 @@ def test_billion_laughs_is_refused_fast_with_file_and_line(tmp_path: Path, log: 
 
 def test_anchor_alone_and_alias_in_a_rule_are_refused_at_their_line(tmp_path: Path) -> None:
     path = write_rule(tmp_path, "boom")
-    path.write_text(path.read_text().replace("fix: [", "fix: &fixes [") + "tags: *fixes\n")
+    path.write_text(path.read_text().replace("fix: [", "fix: &fixes [") + "references: *fixes\n")
     problems = problems_for(tmp_path)
     assert problems == [f"{path}:11: YAML anchors and aliases are not allowed in rule files"]
 

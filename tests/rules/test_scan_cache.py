@@ -11,7 +11,9 @@ import pytest
 
 from diagnose.engine import scan
 from diagnose.rules import cache as rulecache
+from diagnose.rules.conditions import FactCondition
 from diagnose.rules.load import load_rules
+from diagnose.rules.model import TextCondition
 from tests.support.scan import SCAN_DATA, run_scan, summary_of
 
 DDP = SCAN_DATA / "ddp-healthy-train.log"
@@ -84,11 +86,11 @@ def test_the_rule_set_is_cached_and_a_changed_rule_file_is_read_again(cache_dir:
     monkeypatch.setattr(rulecache, "load_rules", lambda *a, **k: calls.append(a) or fresh)
     again = rulecache.load_rules_cached([folder])
     assert calls == []  # answered from the cache
-    assert [(r.id, list(r.text_conditions()), r.explanation) for r in again.rules] == \
-           [(r.id, list(r.text_conditions()), r.explanation) for r in fresh.rules]
+    assert [(r.id, list(r.conditions(TextCondition)), r.explanation) for r in again.rules] == \
+           [(r.id, list(r.conditions(TextCondition)), r.explanation) for r in fresh.rules]
     # Predicates (plain data) came back working.
     for loaded, original in zip(again.rules, fresh.rules, strict=True):
-        for got, want in zip(loaded.fact_conditions(), original.fact_conditions(), strict=True):
+        for got, want in zip(loaded.conditions(FactCondition), original.conditions(FactCondition), strict=True):
             for name, test in want.tests.items():
                 for value in (0, 1, 9, -1, 3600.0, "running", True, ["a"]):
                     try:

@@ -9,7 +9,7 @@ import pytest
 
 from diagnose.patterns.hangcheck import static_problem, torture_problem
 from diagnose.rules.load import load_rules
-from diagnose.rules.model import Rule
+from diagnose.rules.model import Rule, TextCondition
 from diagnose.ruletools.selftest import check_case, fixture_dirs, ranked_ids
 from tests.support.paths import FIXTURES
 
@@ -40,7 +40,7 @@ def test_rule_own_tests(rule: Rule, engine: str) -> None:
 
 @pytest.mark.parametrize("rule", RULES.rules, ids=IDS)
 def test_rule_patterns_cannot_hang(rule: Rule) -> None:
-    for cond in rule.text_conditions():
+    for cond in rule.conditions(TextCondition):
         assert static_problem(cond.pattern) is None, cond.pattern
         assert torture_problem(cond.pattern) is None, cond.pattern
 

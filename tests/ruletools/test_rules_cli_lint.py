@@ -178,12 +178,13 @@ def test_docs_list_every_code() -> None:
 
 
 FACT_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "package": ({"name": "torch"}, {"packages": {"torch": "2.13.0"}}),
-    "tmux": ({"server": "stale_socket"}, {"tmux": {"server": "stale_socket", "expected_session": "train"}}),
-    "file": ({"exists": False}, {"files": [{"path": "/w/train.log", "exists": False, "siblings": ["train_1.log"]}]}),
-    "checkpoint": ({"exists": True}, {"checkpoint": {"file_count": 1, "newest_age": 60}}),
+    "package": ({"name": "torch"}, {"package": {"torch": "2.13.0"}}),
+    "tmux": ({"server": "stale_socket"}, {"tmux": {"server": "stale_socket", "session": "train"}}),
+    "file": ({"exists": False}, {"file": {"path": "/w/train.log", "exists": False, "siblings": ["train_1.log"]}}),
+    "checkpoint": ({"exists": True}, {"checkpoint": {"directory": "/ckpt", "file_count": 1, "collected_at": 1000.0,
+                                                     "newest": {"path": "a.pt", "size": 1, "mtime": 940.0}}}),
     "gpu": ({"ecc_uncorrected": ">0"}, {"gpu": {"driver": "550.54", "gpus": [{"name": "H200", "ecc_uncorrected": 3}]}}),
-    "exit": ({"code": 1}, {"exits": [{"code": 1, "rank": 0}]}),
+    "exit": ({"code": 1}, {"exit": {"code": 1, "rank": 0}}),
     "process": ({"alive": False}, {"process": {"alive": False}}),
 }
 

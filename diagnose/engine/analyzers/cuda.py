@@ -16,8 +16,9 @@ from pathlib import Path
 
 from diagnose.engine.analyzers.base import AnalyzerInput, AnalyzerOutput, register
 from diagnose.engine.analyzers.runlog import LogLine, run_log
+from diagnose.engine.findings import reread_gap
 from diagnose.evidence.lines import kernel_time
-from diagnose.evidence.model import Evidence, EvidenceItem, TextKind
+from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextKind
 from diagnose.evidence.textio import read_tail
 
 # Xid -> (driver mnemonic, NVIDIA's description, who causes it, what to do). From NVIDIA's Xid catalog
@@ -138,12 +139,15 @@ class XidEvent:
         return entry[2] if entry else "unknown"
 
 
-def xid_events(evidence: Evidence, tail_bytes: int = 4 * 1024 * 1024) -> list[XidEvent]:
+def xid_events(evidence: Evidence, tail_bytes: int = 4 * 1024 * 1024, gaps: list[Gap] | None = None) -> list[XidEvent]:
+    """The Xid lines of the kernel logs; one that cannot be read again is a gap (into `gaps`)."""
     events: list[XidEvent] = []
     for source in evidence.texts_of(TextKind.DMESG):
         try:
             data, first = read_tail(Path(source.path), tail_bytes)
-        except Exception:  # an unreadable kernel log adds nothing here
+        except Exception as exc:  # an unreadable kernel log adds nothing here
+            if gaps is not None:
+                gaps.append(reread_gap(source.display, exc, "its Xid lines were not read for the CUDA analysis"))
             continue
         for offset, line in enumerate(data.decode("utf-8", errors="replace").split("\n")):
             if "Xid" not in line:
@@ -216,7 +220,7 @@ def _device_errors(evidence: Evidence) -> tuple[list[LogLine], list[LogLine], li
     log = run_log(evidence)
     asserts = [line for line in log.device_lines if _ASSERT.search(line.text)]
     errors = [line for line in log.device_lines if _CUDA_ERROR.search(line.text)]
-    return asserts, errors, xid_events(evidence)
+    return asserts, errors, xid_events(evidence, gaps=log.gaps)
 
 
 # The Xid each host-side CUDA error leaves in the kernel log (seen on H200, driver 580: assert -> 43,

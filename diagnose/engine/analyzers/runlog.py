@@ -12,9 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from diagnose.engine.findings import reread_gap
 from diagnose.engine.tracebacks import Crash, find_crashes
-from diagnose.evidence.lines import log_time, rank_of, strip_ansi
-from diagnose.evidence.model import Evidence, EvidenceItem, TextFile, TextKind
+from diagnose.evidence.lines import GLOG_TIME, log_time, rank_of, strip_ansi, strip_prefix
+from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextFile, TextKind
 from diagnose.evidence.parsers.elastic import ROOT_HEADER, ElasticSummary, parse_failure_summary
 from diagnose.evidence.textio import read_tail
 
@@ -22,11 +23,11 @@ TAIL_BYTES = 4 * 1024 * 1024
 _CACHE_SIZE = 4
 
 # Torch C++ log lines and NCCL's own lines are the library talking, not the training script.
+# (glog's time from lines.py; "[W socket.cpp:697]" is the older c10 header, with no time.)
 _LIBRARY_LINE = re.compile(
-    r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d|^\[[IWEF] [\w.]+:\d+\]|NCCL (?:INFO|WARN)|^Exception raised from |^frame #\d+"
+    GLOG_TIME.pattern + r"|^\[[IWEF] [\w.]+:\d+\]|NCCL (?:INFO|WARN)|^Exception raised from |^frame #\d+"
     r"|^(?:Extension modules:|Fatal Python error|Thread 0x|Current thread 0x|terminate called|<no Python frame>)"
 )
-_PREFIXES = re.compile(r"^(?:\s*\[[A-Za-z_]\w*?\d+\]:)?(?:\s*\[(?:rank|Rank |RANK )\d+\]:?\s?)?")
 _INNER_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
 _PG = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)")
 
@@ -70,7 +71,7 @@ class LogLine:
     @property
     def body(self) -> str:
         """The line without torchrun's / torch's rank prefixes."""
-        return _PREFIXES.sub("", self.text, count=1).strip()
+        return strip_prefix(self.text)[1].strip()
 
 
 @dataclass
@@ -106,6 +107,7 @@ class RunLog:
     nccl_warnings: list[LogLine] = field(default_factory=list)  # NCCL's own WARN lines, first few per file
     nccl_last_errors: list[LogLine] = field(default_factory=list)  # the line after torch's "Last error:"
     host: str | None = None
+    gaps: list[Gap] = field(default_factory=list)  # logs the scan read that could not be read again
 
     _crashes: list[tuple[str, Crash]] | None = None
 
@@ -117,7 +119,8 @@ class RunLog:
             for source in self.crash_sources:
                 try:
                     found.extend((source.display, crash) for crash in find_crashes(Path(source.path), source.rank, TAIL_BYTES))
-                except Exception:  # a log that cannot be re-read has no crashes to offer
+                except Exception as exc:  # a log that cannot be re-read has no crashes to offer
+                    self.gaps.append(reread_gap(source.display, exc, "its last exception was not looked for"))
                     continue
             self._crashes = found
         return self._crashes
@@ -171,7 +174,7 @@ def _collective(line: LogLine) -> CollectiveRecord | None:
 
 def own_output(text: str) -> bool:
     """A line the training code printed itself: not torch's / NCCL's logging, not a traceback."""
-    body = _PREFIXES.sub("", text, count=1)
+    body = strip_prefix(text)[1]
     if not body.strip() or body[:1].isspace():  # traceback frames and code lines are indented
         return False
     return not _LIBRARY_LINE.search(body) and not body.startswith("Traceback")
@@ -266,6 +269,12 @@ def _key(evidence: Evidence) -> tuple[object, ...]:
     return tuple(parts)
 
 
+def cached_gaps(evidence: Evidence) -> list[Gap]:
+    """The gaps of the RunLog already read for this evidence (none if no analyzer read it)."""
+    found = _cache.get(_key(evidence))
+    return list(dict.fromkeys(found.gaps)) if found is not None else []
+
+
 def run_log(evidence: Evidence) -> RunLog:
     """What every log of the run says, read once per set of files."""
     key = _key(evidence)
@@ -276,7 +285,8 @@ def run_log(evidence: Evidence) -> RunLog:
     for source in evidence.texts_of(TextKind.LOG):
         try:
             part = read_file(source)
-        except Exception:  # a log we scanned but cannot re-read adds nothing here
+        except Exception as exc:  # a log we scanned but cannot re-read adds nothing here
+            merged.gaps.append(reread_gap(source.display, exc, "the analysis across ranks left it out"))
             continue
         merged.ranks |= part.ranks
         merged.last_line.update(part.last_line)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from diagnose.evidence.model import Packages
+from diagnose.evidence.model import Packages, normalise_package
 
 _FREEZE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;#]+)")
 _COLUMNS = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s+(\d[^\s]*)(?:\s|$)")
@@ -14,11 +14,6 @@ _COLLECT_ENV_LIB = re.compile(r"^\[(?:pip\d?|conda)\]\s+([A-Za-z0-9][A-Za-z0-9._
 # pip freeze's direct references: "name @ file:///..." / "name @ git+https://..." (not "faulted @ 0x0...").
 _DIRECT_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])? @ [a-z][a-z0-9+.-]*:\S*$")
 _TORCH_VERSION = re.compile(r"^PyTorch version:\s*(\S+)", re.MULTILINE)
-
-
-def normalise_package(name: str) -> str:
-    """PEP 503 normalisation: `Torch_Vision` and `torch.vision` are `torch-vision`."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def looks_like_packages(text: str) -> str | None:

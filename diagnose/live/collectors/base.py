@@ -43,7 +43,8 @@ class Captured:
 @dataclass
 class Output:
     files: list[Captured] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)  # manifest fields: tmux, expected_files, checkpoints, process, exits
+    # Manifest fields: expected_files, checkpoints, process, exits as their facts' to_json(); tmux as tmux printed it.
+    facts: dict[str, Any] = field(default_factory=dict)
     run: dict[str, Any] = field(default_factory=dict)  # additions to manifest.run (boot_time, dmesg_source, ...)
     gaps: list[Gap] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -92,31 +93,6 @@ class CollectorInfo:
     name: str
     collect: Collect
     timeout: float  # default limit, seconds
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-def display_path(path: str) -> str:
-    """How reports name a file of the run: relative to the current folder when inside it."""
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:
-        return path
-    return relative if not relative.startswith("..") else path
 
 
 def bundle_name(prefix: str, path: str) -> str:

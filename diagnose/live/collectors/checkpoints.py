@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import asdict
 
 from diagnose.evidence.model import CheckpointFile, CheckpointState
 from diagnose.live.collectors.base import Context, Output
@@ -36,7 +35,7 @@ def collect(ctx: Context) -> Output:
         return Output(status="gap", reason=f"{directory}: permission denied")
     if st is None or not st.is_dir:
         state = CheckpointState(directory, False, now, free_bytes=host.free_bytes(directory))
-        return Output(facts={"checkpoints": asdict(state)})
+        return Output(facts={"checkpoints": state.to_json()})
     count = total = 0
     newest: CheckpointFile | None = None
     zero: list[str] = []
@@ -57,7 +56,7 @@ def collect(ctx: Context) -> Output:
             partial.append(relative)
     state = CheckpointState(directory, True, now, count, total, newest, tuple(sorted(zero)[:50]), tuple(sorted(partial)[:50]),
                             host.free_bytes(directory))
-    out = Output(facts={"checkpoints": asdict(state)})
+    out = Output(facts={"checkpoints": state.to_json()})
     if truncated or count >= MAX_FILES:
         out.notes.append(f"checkpoint walk stopped after {count} files in {directory}")
     return out

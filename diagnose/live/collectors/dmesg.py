@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 
 from diagnose.evidence.lines import dmesg_seconds, kernel_time
 from diagnose.evidence.model import FileKind
@@ -134,34 +135,36 @@ def _output(ctx: Context, source: str, bundle_path: str, kept: bytes, total: int
     return out
 
 
-def _window_dmesg(data: bytes, boot: float | None, start: float | None, end: float | None) -> tuple[bytes, int]:
-    """Lines whose [seconds since boot] fall in the window; unstamped lines follow the line before."""
-    lines = data.splitlines(keepends=True)
-    if boot is None or (start is None and end is None):
-        return data if data.endswith(b"\n") else data + b"\n", len(lines)
-    kept: list[bytes] = []
-    keep = True
-    for line in lines:
-        seconds = dmesg_seconds(line[:64].decode("utf-8", errors="replace"))
-        if seconds is not None:
-            moment = boot + seconds
-            keep = (start is None or moment >= start) and (end is None or moment <= end)
-        if keep:
-            kept.append(line if line.endswith(b"\n") else line + b"\n")
-    return b"".join(kept), len(lines)
-
-
-def _window_clock(data: bytes, start: float | None, end: float | None, year: int) -> tuple[bytes, int]:
-    """The same for syslog/journal lines, which carry wall-clock times."""
+def _window(data: bytes, start: float | None, end: float | None, moment: Callable[[str], float | None],
+            head: int) -> tuple[bytes, int]:
+    """The lines whose time (moment of the line's first `head` bytes) falls in the window;
+    unstamped lines follow the line before. Returns (kept lines, lines read)."""
     lines = data.splitlines(keepends=True)
     if start is None and end is None:
         return data if data.endswith(b"\n") else data + b"\n", len(lines)
     kept: list[bytes] = []
     keep = True
     for line in lines:
-        moment = kernel_time(line[:80].decode("utf-8", errors="replace"), None, year)
-        if moment is not None:
-            keep = (start is None or moment >= start) and (end is None or moment <= end)
+        when = moment(line[:head].decode("utf-8", errors="replace"))
+        if when is not None:
+            keep = (start is None or when >= start) and (end is None or when <= end)
         if keep:
             kept.append(line if line.endswith(b"\n") else line + b"\n")
     return b"".join(kept), len(lines)
+
+
+def _window_dmesg(data: bytes, boot: float | None, start: float | None, end: float | None) -> tuple[bytes, int]:
+    """dmesg lines, placed by their [seconds since boot]; with no boot time, all of them."""
+    if boot is None:
+        return _window(data, None, None, lambda _line: None, 0)
+
+    def moment(line: str) -> float | None:
+        seconds = dmesg_seconds(line)
+        return None if seconds is None else boot + seconds
+
+    return _window(data, start, end, moment, 64)
+
+
+def _window_clock(data: bytes, start: float | None, end: float | None, year: int) -> tuple[bytes, int]:
+    """syslog/journal lines, which carry wall-clock times."""
+    return _window(data, start, end, lambda line: kernel_time(line, None, year), 80)

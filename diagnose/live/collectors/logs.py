@@ -13,10 +13,12 @@ import os
 import re
 from pathlib import Path
 
+from diagnose.evidence.assemble import display_path
+from diagnose.evidence.facts import ExpectedFile
 from diagnose.evidence.model import FileKind, Gap
 from diagnose.evidence.sniff import rank_from_path, sniff
 from diagnose.evidence.textio import HEAD_BYTES, looks_binary, why_unreadable
-from diagnose.live.collectors.base import Captured, Context, Output, bundle_name, display_path
+from diagnose.live.collectors.base import Captured, Context, Output, bundle_name
 
 SIBLINGS = 5
 
@@ -79,34 +81,33 @@ def _file(ctx: Context, path: str, kind: FileKind | None, out: Output) -> Captur
 
 def _expected(ctx: Context, pattern: str) -> dict[str, object]:
     """Whether an expected log exists, and which files of the same shape sit beside it."""
+    return _expected_file(ctx, pattern).to_json()
+
+
+def _expected_file(ctx: Context, pattern: str) -> ExpectedFile:
     host = ctx.host
     spec = ctx.spec
     matches = host.glob(pattern) if re.search(r"[*?\[]", pattern) else ([pattern] if host.exists(pattern) else [])
-    entry: dict[str, object] = {"role": "log", "path": pattern, "exists": bool(matches), "size": None, "mtime": None,
-                                "siblings": []}
     if matches:
         try:
             st = host.stat(matches[0])
         except PermissionError:
             st = None
-        if st is not None:
-            entry["size"], entry["mtime"] = st.size, st.mtime
-        return entry
+        return ExpectedFile("log", pattern, True, st.size if st else None, st.mtime if st else None)
     if pattern in spec.expected_siblings:  # inferred from these very siblings
-        entry["siblings"] = list(spec.expected_siblings[pattern][:SIBLINGS])
-        return entry
+        return ExpectedFile("log", pattern, False, siblings=tuple(spec.expected_siblings[pattern][:SIBLINGS]))
     # Same shape, another run: the template with the run id as a wildcard (train_{run}.log -> train_*.log).
     folder, name = os.path.split(pattern)
-    if spec.id in name:
-        shape = name.replace(spec.id, "*")
-        found = []
-        for other in host.listdir(folder):
-            if other != name and fnmatch.fnmatchcase(other, shape):
-                try:
-                    st = host.stat(os.path.join(folder, other))
-                except PermissionError:
-                    continue
-                if st is not None and st.is_file:
-                    found.append((st.mtime, other))
-        entry["siblings"] = [other for _mtime, other in sorted(found, reverse=True)[:SIBLINGS]]
-    return entry
+    if spec.id not in name:
+        return ExpectedFile("log", pattern, False)
+    shape = name.replace(spec.id, "*")
+    found = []
+    for other in host.listdir(folder):
+        if other != name and fnmatch.fnmatchcase(other, shape):
+            try:
+                st = host.stat(os.path.join(folder, other))
+            except PermissionError:
+                continue
+            if st is not None and st.is_file:
+                found.append((st.mtime, other))
+    return ExpectedFile("log", pattern, False, siblings=tuple(other for _mtime, other in sorted(found, reverse=True)[:SIBLINGS]))

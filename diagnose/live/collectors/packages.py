@@ -21,8 +21,9 @@ import os
 import re
 import stat
 
+from diagnose.evidence.assemble import display_path
 from diagnose.evidence.model import FileKind
-from diagnose.live.collectors.base import Captured, Context, Output, display_path
+from diagnose.live.collectors.base import Captured, Context, Output
 from diagnose.live.hosts import ProcessInfo
 
 # Runs in the run's interpreter under -I -S; JSON like `pip list --format=json`.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 
-from diagnose.evidence.facts import RunProcess
+from diagnose.evidence.facts import ProcessState, RunProcess
 from diagnose.live.collectors.base import Context, Output
 from diagnose.live.collectors.procscan import _INTERPRETER, NOT_THE_RUN, _is_diagnose, scan_run
 from diagnose.live.hosts import Host, ProcessInfo, cgroup_of
@@ -31,14 +31,11 @@ def collect(ctx: Context) -> Output:
     if found:
         command = " ".join(found[0].cmdline)[:300]
     sources = sorted({p.source for p in alive})
-    state: dict[str, object] = {
-        "source": how if not sources or pid_file_pid is not None else "process table (" + "; ".join(sources) + ")",
-        "alive": bool(alive), "pids": pids, "command": command,
-        # identity parts, moved into manifest.identity when the collection is put together
-        "processes": [p.to_json() for p in scan.processes],
-        "launcher": scan.launcher, "interpreter": scan.interpreter,
-    }
-    return Output(facts={"process": state}, gaps=scan.gaps, notes=scan.notes)
+    state = ProcessState(how if not sources or pid_file_pid is not None else "process table (" + "; ".join(sources) + ")",
+                         bool(alive), tuple(pids), command)
+    # With the identity parts, moved into manifest.identity when the collection is put together.
+    details = {"processes": [p.to_json() for p in scan.processes], "launcher": scan.launcher, "interpreter": scan.interpreter}
+    return Output(facts={"process": {**state.to_json(), **details}}, gaps=scan.gaps, notes=scan.notes)
 
 
 def _record_pids(spec: RunSpec, host: Host) -> tuple[list[ProcessInfo], list[RunProcess]]:

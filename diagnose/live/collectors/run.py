@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -211,12 +211,12 @@ def _exits(manifest: Manifest, spec: RunSpec) -> list[dict[str, Any]] | None:
     if isinstance(ended, dict):
         code, sig, when = ended.get("code"), ended.get("signal"), ended.get("time")
         pid = (spec.launch_record or {}).get("pid")
-        records.append(asdict(ExitRecord(
+        records.append(ExitRecord(
             "launch record", code if isinstance(code, int) and not isinstance(code, bool) else None,
             sig if isinstance(sig, int) and not isinstance(sig, bool) else None, None,
             pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
             f"{ended.get('how') or 'ended'} (launch record {spec.launch_record_path})",
-            float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else None)))
+            float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else None).to_json())
     if manifest.tmux is not None:
         state = parse_tmux(manifest.tmux, manifest.tmux.get("expected_session"))
         wanted = state.expected_session
@@ -226,5 +226,5 @@ def _exits(manifest: Manifest, spec: RunSpec) -> list[dict[str, Any]] | None:
             for pane in session.panes:
                 if pane.dead:
                     how = f"tmux pane {pane.target} ({pane.command}) is dead" if pane.command else f"tmux pane {pane.target} is dead"
-                    records.append(asdict(ExitRecord("tmux", pane.dead_status, pane.dead_signal, None, pane.pid, how)))
+                    records.append(ExitRecord("tmux", pane.dead_status, pane.dead_signal, None, pane.pid, how).to_json())
     return records or None
