@@ -254,3 +254,46 @@ def dmesg_seconds(line: str) -> float | None:
     """The [secs since boot] stamp of a dmesg line."""
     match = _DMESG_SECS.match(line)
     return float(match.group(1)) if match else None
+
+
+# ---------------------------------------------------------------- progress and finishing
+#
+# A run that printed an error and then went on (a retried read, a logged and skipped batch)
+# survived it. Going on means a progress line whose counter moved: a tqdm count (n/total), a
+# step / iteration / epoch number, or a loss line that is not a repeat of the last one before
+# the error (tqdm prints its bar again, unchanged, when the interpreter shuts down). Every
+# pattern is bounded and anchored on a literal, so a hostile line costs linear time.
+_TQDM = re.compile(r"(?<![\d/])(?P<n>[0-9]{1,12})/(?P<total>[0-9]{1,12}) \[[0-9:]{4,12}<")
+_COUNTER = re.compile(r"\b(?P<kind>step|iter|iteration|global_step|epoch|batch)\b[ :=#\[]{0,3}(?P<n>[0-9]{1,12})\b",
+                      re.IGNORECASE)
+_LOSS = re.compile(r"\b(?:loss|train_loss)['\"]?\s?[:=]?\s?[-+]?(?:[0-9]|nan|inf)", re.IGNORECASE)
+
+# Words trainers print when they are done (HF Trainer, Lightning, plain loops, wandb.finish,
+# the wrappers that print an exit status).
+FINISHED = re.compile(
+    r"\b(?:training|train|fit|fitting|run|job|finetuning|fine-tuning|pretraining)\b[^\n]{0,40}?"
+    r"\b(?:complete|completed|finished|done|succeeded|ended successfully)\b"
+    r"|Training completed\b|['\"]train_runtime['\"]|`Trainer\.fit` stopped: `max_(?:epochs|steps)=[0-9]+` reached"
+    r"|\bexit(?:ed with)? (?:status|code):? 0\b|^wandb: Synced [0-9]+ W&B file",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def progress_of(body: str) -> tuple[str, str] | None:
+    """(kind, counter) of a progress line, or None: ("tqdm", "5/20"), ("count", "epoch 0 step 12"), or
+    ("loss", the line) for a loss line without a counter. `body` is the line without prefixes."""
+    if len(body) > 4096:
+        body = body[:4096]
+    match = _TQDM.search(body)
+    if match:
+        return "tqdm", f"{match.group('n')}/{match.group('total')}"
+    counters = [f"{m.group('kind').lower()} {m.group('n')}" for _, m in zip(range(4), _COUNTER.finditer(body), strict=False)]
+    if counters:
+        return "count", " ".join(counters)  # "epoch 0 step 3": each counter of the line
+    if _LOSS.search(body):
+        return "loss", body.strip()
+    return None
+
+
+def is_finish_line(body: str) -> bool:
+    return FINISHED.search(body[:4096]) is not None
