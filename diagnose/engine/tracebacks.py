@@ -41,6 +41,7 @@ TAIL_BYTES = 4 * 1024 * 1024
 CONTINUATION_GAP = 3  # a message line this close (in lines) to the crash's last one goes on with it
 MAX_CONTINUATION = 60  # lines a crash may go on for (a faulthandler dump of many threads)
 EVIDENCE_CONTINUATION = 10  # of which this many are kept as evidence
+PLAIN_AFTER = 200  # a crash followed by this many more lines of the program's own output was not its end
 
 _THREAD = re.compile(r"^Exception in thread (?P<name>.{1,200}?):$")  # on rstripped lines
 _TB_HEADER = "Traceback (most recent call last):"
@@ -141,6 +142,10 @@ class Crash:
         return f"{self.exc_type}: {self.message}" if self.message else self.exc_type
 
     @property
+    def first_line(self) -> int:
+        return self.lines[0][0] if self.lines else self.line_no
+
+    @property
     def user_frame(self) -> Frame | None:
         """The deepest frame of the user's own code (outside site-packages and the standard library)."""
         return next((f for f in reversed(self.frames) if f.user), None)
@@ -158,10 +163,20 @@ class _Open:
 
 @dataclass
 class LogCrashes:
-    """The crashes of one log and its progress lines, per (host, rank)."""
+    """The crashes of one log (the last of each rank and thread), every crash's span, and the
+    progress lines, per (host, rank)."""
 
     crashes: list[Crash]
     progress: dict[tuple[str | None, int | None], list[tuple[int, tuple[str, str]]]]
+    every: list[Crash] = field(default_factory=list)  # all crashes in line order, the last ones included
+
+    def crash_at(self, line_no: int, rank: int | None = None) -> Crash | None:
+        """The crash whose lines hold this line (of that rank, when the line names one)."""
+        at = bisect_right([c.first_line for c in self.every], line_no)
+        for crash in reversed(self.every[max(0, at - 64):at]):
+            if crash.first_line <= line_no <= crash.end_line and (rank is None or crash.rank in (rank, None)):
+                return crash
+        return None
 
     def went_on_after(self, line_no: int, rank: int | None, host: str | None = None) -> bool:
         """Did the run make progress after this line (its own rank's; any line's when it names none)?"""
@@ -234,12 +249,15 @@ class _Reader:
         self.last: dict[tuple[Key, str | None], Crash] = {}
         self.pending: dict[Key, Crash] = {}  # the crash whose message may go on, per key
         self.progress: dict[Key, list[tuple[int, tuple[str, str]]]] = {}
+        self.plain: dict[Key, list[int]] = {}  # other lines of the program's own, after which a crash may lie
+        self.every: dict[int, Crash] = {}
         self.last_time: float | None = None
 
     # -- bookkeeping
 
     def _record(self, key: Key, slot: str | None, crash: Crash) -> Crash:
         crash.end_line = max(crash.end_line, crash.line_no)
+        self.every.setdefault(id(crash), crash)
         self.last[(key, slot)] = crash
         self.pending[key] = crash
         return crash
@@ -309,6 +327,8 @@ class _Reader:
                 return
         if pending is not None:
             self._more(pending, line_no, segment, body)
+        elif not indented:
+            self.plain.setdefault(key, []).append(line_no)
 
     def _header(self, key: Key, line_no: int, segment: str, stripped: str) -> bool:
         header = _THREAD.match(stripped)
@@ -444,10 +464,19 @@ class _Reader:
 
     def finish(self) -> LogCrashes:
         crashes = sorted(self.last.values(), key=lambda c: c.line_no)
-        for crash in crashes:
-            # The progress that follows a crash counts once the crash (its message too) is over.
-            crash.survived = _moved_after(_marks_for(self.progress, crash.host, crash.rank), crash.end_line)
-        return LogCrashes(crashes, self.progress)
+        every = sorted(self.every.values(), key=lambda c: c.first_line)
+        plain = {key: lines for key, lines in self.plain.items()}
+        for crash in every:
+            # The progress that follows a crash counts once the crash (its message too) is over;
+            # so does a long run of the program's own output (a loop whose prints no pattern knows).
+            crash.survived = (_moved_after(_marks_for(self.progress, crash.host, crash.rank), crash.end_line)
+                              or _plain_after(plain, crash) > PLAIN_AFTER)
+        return LogCrashes(crashes, self.progress, every)
+
+
+def _plain_after(plain: dict[Key, list[int]], crash: Crash) -> int:
+    keys = [(crash.host, crash.rank)] if crash.rank is not None else list(plain)
+    return sum(len(plain.get(key, ())) - bisect_right(plain.get(key, []), crash.end_line) for key in keys)
 
 
 def _site_frame(site: str) -> Frame:
