@@ -260,7 +260,7 @@ def _short(text: str, limit: int = 160) -> str:
 def _crash_words(crash: Crash) -> tuple[str, str]:
     """The title of an unrecognised crash, and what the run did (for the explanation), by shape."""
     summary = _short(crash.summary)
-    worker = f", in {crash.worker}" if crash.worker else ""
+    worker = (f", in {crash.worker}" if crash.worker else "") + (f" on rank {crash.rank}" if crash.rank is not None else "")
     user = crash.user_frame
     if crash.shape in ("python", "ipython", "bare") and user is not None:
         return (f"Your code raised {summary} at {user.describe()}{worker}",
