@@ -275,7 +275,8 @@ class _Reader:
     def _extend(crash: Crash, line_no: int, segment: str) -> None:
         crash.continued += 1
         crash.end_line = line_no
-        if crash.continued <= EVIDENCE_CONTINUATION:
+        # faulthandler's dump of the crashing thread comes after the other threads': keep it.
+        if crash.continued <= EVIDENCE_CONTINUATION or (crash.in_current and len(crash.lines) < 4 * EVIDENCE_CONTINUATION):
             crash.lines.append((line_no, segment))
 
     # -- one line
