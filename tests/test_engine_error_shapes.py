@@ -36,6 +36,8 @@ CAPTURES = {
     "python-last-line.log": ("bare", "JSONDecodeError: Expecting property name", "json.decoder.JSONDecodeError"),
     "ipython-script.log": ("ipython", "KeyError: 'label'", "KeyError: 'label'"),
     "ipython-interactive.log": ("ipython", "ZeroDivisionError: division by zero", "ZeroDivisionError: division by zero"),
+    "ipython7-script.log": ("ipython", "KeyError: 'label'", "/tmp/ns-cap/ipy_cell.py in <listcomp>(.0)"),
+    "ipython7-interactive.log": ("ipython", "ZeroDivisionError: division by zero", "<ipython-input-1-def7d6d68803> in f(x)"),
     "cpp-terminate.log": ("cpp", "std::runtime_error: shard index 7 out of range", "what():  shard index 7"),
     "glog-check-failed.log": ("glog", "Check failed: rank < world_size (3 vs. 2)", "Check failed: rank < world_size"),
     "faulthandler-segv.log": ("faulthandler", "Fatal Python error: Segmentation fault", "Fatal Python error: Segmentation fault"),
@@ -189,6 +191,17 @@ def test_an_anchored_rule_pattern_matches_through_every_prefix(name: str, engine
 
 
 # ---------------------------------------------------------------- the user's own code, named
+
+@pytest.mark.parametrize(("name", "frame"), [
+    ("ipython-script.log", "ipy_cell.py:2 (in <listcomp>)"), ("ipython-interactive.log", "Cell In[1]:2 (in f)"),
+    ("ipython7-script.log", "ipy_cell.py:2 (in <listcomp>)"), ("ipython7-interactive.log", "<ipython-input-1-def7d6d68803>:2 (in f)"),
+    ("faulthandler-threads.log", "fh_threads.py:12"), ("python-full.log", "json_cfg.py:3"),
+    ("jax-xla-runtime-error.log", "jax_oom.py:4"),
+])
+def test_the_deepest_frame_of_the_users_own_code(name: str, frame: str) -> None:
+    crash = max(find_crashes(SHAPES / name), key=lambda c: c.line_no)
+    assert crash.user_frame is not None and crash.user_frame.describe() == frame
+
 
 def test_a_bad_sample_names_the_users_frame_and_the_worker() -> None:
     causes = rank_all([], evidence_from_paths([str(SHAPES / "dataloader-keyerror.log")])).causes

@@ -43,12 +43,12 @@ import regex
 from diagnose import diskcache
 from diagnose.evidence.lines import (
     ANSI_BYTES,
-    NO_PREFIX,
+    LinePrefix,
     LogClock,
     kernel_time,
     log_clock,
     log_time,
-    split_prefix,
+    prefix_of,
     strip_prefix,
 )
 from diagnose.evidence.model import TextFile, TextKind
@@ -561,8 +561,8 @@ class Scanner:
         slow = SLOW_CONFIRM
         done = [-1] * len(self.patterns)  # per pattern: start of the last line it was tried on
         line_start = line_end = -1
-        text = body = ""
-        prefix = NO_PREFIX
+        text = ""
+        prefix: LinePrefix | None = None  # read when first needed: most lines never need it
         rank: int | None = None
         counted_to = newlines = 0
         for packed in merge(*runs) if len(runs) > 1 else runs[0]:
@@ -576,8 +576,7 @@ class Scanner:
             done[index] = line_start
             if not text:
                 text = str(buf[line_start : min(line_end, line_start + MAX_LINE)], "utf-8", "replace")
-                prefix, body = split_prefix(text)
-                rank = prefix.global_rank if is_log else None
+                prefix = None
             left = budget[index]
             if left <= 0.0:
                 continue  # stopped for this file
@@ -587,8 +586,11 @@ class Scanner:
                 # Launcher prefixes are see-through: a pattern that does not match the whole line
                 # is tried on the line as the program wrote it (`^Traceback` after "[rank1]: ").
                 match = compiled(index).search(text, timeout=limit)
-                if match is None and prefix.width:
-                    match = compiled(index).search(body, timeout=max(limit - (clock() - started), 0.001))
+                if match is None:
+                    if prefix is None:
+                        prefix = prefix_of(text)
+                    if prefix.width:
+                        match = compiled(index).search(text[prefix.width:], timeout=max(limit - (clock() - started), 0.001))
                 took = clock() - started
             except TimeoutError:
                 result.timeouts[index] = result.timeouts.get(index, 0) + 1
@@ -598,6 +600,9 @@ class Scanner:
                 self._charge(result, index, took, base_line + newlines + count(b"\n", counted_to, line_start))
             if match is None:
                 continue
+            if prefix is None:
+                prefix = prefix_of(text)
+            rank = prefix.global_rank if is_log else None
             # Newlines before the line: candidates come in order, so counting goes forward only.
             newlines += count(b"\n", counted_to, line_start)
             counted_to = line_start

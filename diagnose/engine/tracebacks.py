@@ -60,7 +60,7 @@ _ORIGINAL = "Original Traceback (most recent call last):"
 _PY_FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line (?P<line>\d{1,9}),? in (?P<func>\S{1,300})')
 _IPY_FILE = re.compile(r"^File (?P<path>\S{1,1000}?):(?P<line>\d{1,9})(?:, in (?P<func>[^\s(]{1,300}))?")
 _IPY_CELL = re.compile(r"^(?P<path>Cell In\[\d{1,9}\]), line (?P<line>\d{1,9})(?:, in (?P<func>[^\s(]{1,300}))?")
-_IPY_OLD = re.compile(r"^(?P<path><ipython-input-[\w-]{1,200}>|/\S{1,1000}\.py) in (?P<func>[^\s(]{1,300})\(")
+_IPY_OLD = re.compile(r"^(?P<path><ipython-input-[\w-]{1,200}>|/\S{1,1000}\.py) in (?P<func><[^<>]{1,100}>|[^\s(<]{1,300})(?:\(|$)")
 _IPY_ARROW = re.compile(r"^-{2,}> ?(?P<line>\d{1,9})\b")
 # C++: "terminate called after throwing an instance of 'std::runtime_error'" then "  what():  msg"
 _TERMINATE = re.compile(r"^terminate called after throwing an instance of '(?P<type>[^']{1,300})'")
@@ -158,6 +158,7 @@ class _Open:
     frames: list[tuple[int, str]] = field(default_factory=list)
     parsed: list[Frame] = field(default_factory=list)
     ipython: str | None = None  # the exception type an IPython header names
+    heads: list[tuple[int, str]] = field(default_factory=list)  # IPython's frame and arrow lines
     original_of: Crash | None = None  # a DataLoader worker's "Original Traceback" of this crash
 
 
@@ -364,6 +365,7 @@ class _Reader:
             groups = match.groupdict()
             tb.parsed.append(Frame(groups["path"], int(groups["line"]) if groups.get("line") else None, groups.get("func")))
             tb.frames.append((line_no, segment))
+            tb.heads.append((line_no, segment))
             return True
         arrow = _IPY_ARROW.match(stripped)
         if arrow:
@@ -371,6 +373,7 @@ class _Reader:
                 last = tb.parsed[-1]
                 tb.parsed[-1] = Frame(last.path, int(arrow.group("line")), last.func)
             tb.frames.append((line_no, segment))
+            tb.heads.append((line_no, segment))
             return True
         return False
 
@@ -385,7 +388,8 @@ class _Reader:
             self._record(key, crash.thread, crash)
             return
         caught = _CAUGHT_IN.match(message)
-        crash = Crash(key[1], tb.thread, exc_type, message, line_no, [tb.start, *tb.frames[-2:], (line_no, segment)],
+        shown = tb.heads[-2:] if tb.heads else tb.frames[-2:]  # IPython: the last frame's own line and its arrow
+        crash = Crash(key[1], tb.thread, exc_type, message, line_no, [tb.start, *shown, (line_no, segment)],
                       self.last_time, host=key[0], shape="ipython" if tb.ipython is not None else "python",
                       frames=list(tb.parsed), worker=caught.group("where") if caught else None)
         self._record(key, tb.thread, crash)

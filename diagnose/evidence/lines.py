@@ -85,8 +85,14 @@ NO_PREFIX = LinePrefix()
 
 def split_prefix(line: str) -> tuple[LinePrefix, str]:
     """The launcher prefixes of a line and the line as the program wrote it."""
+    prefix = prefix_of(line)
+    return prefix, (line[prefix.width:] if prefix.width else line)
+
+
+def prefix_of(line: str) -> LinePrefix:
+    """The launcher prefixes of a line (NO_PREFIX, allocating nothing, for most lines)."""
     if not line or line[0] not in _PREFIX_START:
-        return NO_PREFIX, line
+        return NO_PREFIX
     pos = 0
     fields: dict[str, str] = {}
     match = _ONE_PREFIX.match(line)
@@ -100,9 +106,9 @@ def split_prefix(line: str) -> tuple[LinePrefix, str]:
         pos = match.end()
         match = _ONE_PREFIX.match(line, pos) if line[pos : pos + 1] in _PREFIX_START else None
     if not pos:
-        return NO_PREFIX, line
+        return NO_PREFIX
     get = fields.get
-    return LinePrefix(_int(get("rank")), _int(get("local_rank")), _int(get("task")), get("host"), get("stamp"), pos), line[pos:]
+    return LinePrefix(_int(get("rank")), _int(get("local_rank")), _int(get("task")), get("host"), get("stamp"), pos)
 
 
 def _int(value: str | None) -> int | None:
@@ -123,7 +129,7 @@ def strip_ansi(data: bytes) -> bytes:
 
 def rank_of(line: str) -> int | None:
     """The rank a launcher prefix names: torch's `[rank3]:`, srun's `3: `, torchrun's `[default3]:`."""
-    return split_prefix(line)[0].global_rank
+    return prefix_of(line).global_rank
 
 
 def _frac(text: str | None) -> float:

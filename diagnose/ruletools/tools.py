@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from diagnose.errors import DiagnoseError
+from diagnose.evidence.lines import strip_prefix
 from diagnose.evidence.parsers.packages import normalise_package
 from diagnose.rules.conditions import FACT_KINDS, FactCondition
 from diagnose.rules.extensions import ANALYZER_CAPTURES
@@ -381,7 +382,7 @@ def _escape(text: str) -> str:
 def pattern_from_line(line: str) -> str:
     """A regex for one real log line: escaped, numbers as \\d+, hex ids as [0-9a-f]+, leading
     timestamps and [rankN]: prefixes dropped (rules stay unanchored, so the line still matches)."""
-    body = line.strip()
+    body = strip_prefix(line.strip()).strip() or line.strip()  # launchers' prefixes (lines.split_prefix)
     changed = True
     while changed:
         changed = False

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diagnose.engine.tracebacks import Crash, find_crashes
-from diagnose.evidence.lines import log_time, rank_of, strip_ansi
+from diagnose.evidence.lines import log_time, rank_of, strip_ansi, strip_prefix
 from diagnose.evidence.model import Evidence, EvidenceItem, TextFile, TextKind
 from diagnose.evidence.parsers.elastic import ROOT_HEADER, ElasticSummary, parse_failure_summary
 from diagnose.evidence.textio import read_tail
@@ -26,7 +26,6 @@ _LIBRARY_LINE = re.compile(
     r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d|^\[[IWEF] [\w.]+:\d+\]|NCCL (?:INFO|WARN)|^Exception raised from |^frame #\d+"
     r"|^(?:Extension modules:|Fatal Python error|Thread 0x|Current thread 0x|terminate called|<no Python frame>)"
 )
-_PREFIXES = re.compile(r"^(?:\s*\[[A-Za-z_]\w*?\d+\]:)?(?:\s*\[(?:rank|Rank |RANK )\d+\]:?\s?)?")
 _INNER_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
 _PG = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)")
 
@@ -69,8 +68,8 @@ class LogLine:
 
     @property
     def body(self) -> str:
-        """The line without torchrun's / torch's rank prefixes."""
-        return _PREFIXES.sub("", self.text, count=1).strip()
+        """The line without the launchers' prefixes (lines.split_prefix)."""
+        return strip_prefix(self.text).strip()
 
 
 @dataclass
@@ -171,7 +170,7 @@ def _collective(line: LogLine) -> CollectiveRecord | None:
 
 def _own_output(text: str) -> bool:
     """A line the training code printed itself: not torch's / NCCL's logging, not a traceback."""
-    body = _PREFIXES.sub("", text, count=1)
+    body = strip_prefix(text)
     if not body.strip() or body[:1].isspace():  # traceback frames and code lines are indented
         return False
     return not _LIBRARY_LINE.search(body) and not body.startswith("Traceback")
