@@ -78,7 +78,7 @@ def _events_of(text: TextFile) -> list[KernelEvent]:
         if _OOM_INFO.search(line):
             info = {m.group("key"): m.group("value") for m in _FIELD.finditer(line)}
             continue
-        when = kernel_time(line, text.boot_time, text.year)
+        when = kernel_time(line, text.boot_time, text.year, text.mtime)
         match = _KILLED.search(line)
         if match:
             pid = _int(match.group("pid"))
@@ -117,5 +117,5 @@ def kernel_log_span(text: TextFile) -> tuple[float | None, float | None, bool]:
         return None, None, False
     head, tail = lines[0], lines[-1]
     secs = dmesg_seconds(head)
-    return (kernel_time(head, text.boot_time, text.year), kernel_time(tail, text.boot_time, text.year),
+    return (kernel_time(head, text.boot_time, text.year, text.mtime), kernel_time(tail, text.boot_time, text.year, text.mtime),
             secs is not None and secs < 5.0)

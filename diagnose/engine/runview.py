@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.evidence.lines import log_time, strip_ansi
+from diagnose.evidence.lines import LogClock, log_clock, log_time, strip_ansi
 from diagnose.evidence.model import Evidence, TextFile, TextKind
 from diagnose.evidence.textio import read_head, read_tail
 
@@ -142,7 +142,7 @@ def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
     end_source = "the log's last write" if last_write is not None else ""
     first_time: float | None = None
     for text in logs:
-        printed, first, last, sigkilled = _read_log(text.path, text.year)
+        printed, first, last, sigkilled = _read_log(text.path, text.mtime)
         for pid in printed | sigkilled:
             pids.setdefault(pid, f"printed in {text.display}")
         killed.update(sigkilled)
@@ -168,15 +168,17 @@ def own_logs(evidence: Evidence) -> tuple[TextFile, ...]:
     return tuple(t for t in evidence.texts_of(TextKind.LOG) if t.display.rsplit("/", 1)[-1] not in siblings)
 
 
-def _read_log(path: Any, year: int | None) -> tuple[set[int], float | None, float | None, set[int]]:
+def _read_log(path: Any, mtime: float | None) -> tuple[set[int], float | None, float | None, set[int]]:
     """pids the log prints, its first and its last timestamp, and the pids it says were SIGKILLed."""
     try:
         head = read_head(path, LOG_HEAD)
         tail, _first_line = read_tail(path, LOG_TAIL)
     except Exception:  # a log the scanner read but we cannot re-read: nothing more to learn here
         return set(), None, None, set()
-    first = _first_time(head, year)
     text = strip_ansi(tail).decode("utf-8", errors="replace")
+    # year-less times (glog, ts) take their year from the log's own dates, else its mtime
+    clock = log_clock(strip_ansi(head).decode("utf-8", errors="replace"), text[-64 * 1024:], mtime)
+    first = _first_time(head, clock)
     printed: set[int] = set()
     for pattern in _LOG_PIDS:
         for match in pattern.finditer(text):
@@ -184,15 +186,15 @@ def _read_log(path: Any, year: int | None) -> tuple[set[int], float | None, floa
     sigkilled = {int(match.group(1)) for pattern in _KILLED_PIDS for match in pattern.finditer(text)}
     last: float | None = None
     for line in reversed(text.splitlines()[-200:]):
-        last = log_time(line, year)
+        last = log_time(line, clock.year, clock.not_after)
         if last is not None:
             break
     return printed, first, last, sigkilled
 
 
-def _first_time(head: bytes, year: int | None) -> float | None:
+def _first_time(head: bytes, clock: LogClock) -> float | None:
     for line in strip_ansi(head).decode("utf-8", errors="replace").splitlines()[:400]:
-        when = log_time(line, year)
+        when = log_time(line, clock.year, clock.not_after)
         if when is not None:
             return when
     return None
