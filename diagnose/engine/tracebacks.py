@@ -41,6 +41,7 @@ TAIL_BYTES = 4 * 1024 * 1024
 CONTINUATION_GAP = 3  # a message line this close (in lines) to the crash's last one goes on with it
 MAX_CONTINUATION = 60  # lines a crash may go on for (a faulthandler dump of many threads)
 EVIDENCE_CONTINUATION = 10  # of which this many are kept as evidence
+RECENT_LINES = 400  # lines before the first crash read for the progress it interrupted
 PLAIN_AFTER = 200  # a crash followed by this many more lines of the program's own output was not its end
 
 _THREAD = re.compile(r"^Exception in thread (?P<name>.{1,200}?):$")  # on rstripped lines
@@ -91,9 +92,15 @@ _LIBRARY_PATH = re.compile(r"[/\\](?:site-packages|dist-packages)[/\\]|[/\\]lib[
                            r"[/\\]s?bin[/\\][^/\\.]{1,200}$")  # an installed entry point: .../bin/torchrun
 
 
+_FATAL_WORDS = ("Fatal Python error", "Segmentation fault", "terminate called", "Aborted (core dumped)", "Bus error",
+                "free(): invalid pointer", "Killed", _DOUBLE_FREE)
+
+
 def fatal_message(line: str) -> str | None:
     """The fatal error a line reports, as the old single search found it (leftmost match; at
     one column, the alternatives in order, the double free after the first five)."""
+    if not any(word in line for word in _FATAL_WORDS):
+        return None  # every fatal line holds one of these: most lines are searched no further
     if _DOUBLE_FREE in line:
         head = _FATAL_AT_START.match(line)
         return head.group("message") if head else line
@@ -253,11 +260,20 @@ class _Reader:
         self.plain: dict[Key, list[int]] = {}  # other lines of the program's own, after which a crash may lie
         self.every: dict[int, Crash] = {}
         self.last_time: float | None = None
+        # Progress matters only around crashes: until the first one, the last lines are kept
+        # and read for progress then (the counters before it), not every line of a healthy log.
+        self.armed = False
+        self.recent: deque[tuple[Key, int, str]] = deque(maxlen=RECENT_LINES)
 
     # -- bookkeeping
 
     def _record(self, key: Key, slot: str | None, crash: Crash) -> Crash:
         crash.end_line = max(crash.end_line, crash.line_no)
+        if not self.armed:
+            self.armed = True
+            for key_r, line_r, body_r in self.recent:
+                self._progress(key_r, line_r, body_r)
+            self.recent.clear()
         self.every.setdefault(id(crash), crash)
         self.last[(key, slot)] = crash
         self.pending[key] = crash
@@ -323,13 +339,16 @@ class _Reader:
                 self._record(key, None, Crash(key[1], None, exc.group("type"), (exc.group("message") or "").strip(),
                                               line_no, [(line_no, segment)], self.last_time, host=key[0], shape="bare"))
                 return
-            if exc is None and self._progress(key, line_no, stripped):
-                # Progress ends a message: the run went on ("retrying step 7", the next tqdm update).
-                self.pending.pop(key, None)
-                return
+            if exc is None:
+                if not self.armed:
+                    self.recent.append((key, line_no, stripped))
+                elif self._progress(key, line_no, stripped):
+                    # Progress ends a message: the run went on ("retrying step 7", the next tqdm update).
+                    self.pending.pop(key, None)
+                    return
         if pending is not None:
             self._more(pending, line_no, segment, body)
-        elif not indented:
+        elif not indented and self.armed:
             self.plain.setdefault(key, []).append(line_no)
 
     def _header(self, key: Key, line_no: int, segment: str, stripped: str) -> bool:

@@ -37,26 +37,34 @@ MAX_PREFIXES = 4
 _MON = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _SYSLOG_STAMP = rf"{_MON} [ 0-3][0-9] [0-2][0-9]:[0-5][0-9]:[0-6][0-9](?:\.[0-9]{{1,9}})?"
 # One alternation, so that a layer costs one match call; the first alternative that matches wins.
-_ONE_PREFIX = re.compile("|".join((
-    # torchrun --tee: "[default3]:" (local rank, by role name) before torch's own "[rank11]:" (global rank)
-    r"\[(?:[A-Za-z_][\w-]{0,30}?)(?P<tee>[0-9]{1,9})\]:(?=\[(?:rank|Rank |RANK )[0-9])",
-    r"\[default(?P<tee2>[0-9]{1,9})\]:",
-    r"\[(?:rank|Rank |RANK )(?P<rank>[0-9]{1,9})\]:? ?",
-    r"rank(?P<rank2>[0-9]{1,9}): ",
-    # journald / syslog: "Dec 01 20:44:22 host python[123]: " (the kernel's own lines name no pid)
-    rf"(?P<jstamp>{_SYSLOG_STAMP}) (?P<jhost>[\w.-]{{1,64}}) [\w./@-]{{1,64}}?(?:\[[0-9]{{1,10}}\]|(?<=kernel)): ",
-    # moreutils ts: "Dec 01 20:44:22 " (default), "2026-12-01 20:44:22 " (%F %T), "20:44:22 " (-s, -i), bracketed too
-    rf"(?P<stamp>{_SYSLOG_STAMP}) ",
-    r"\[?(?P<stamp2>[0-9]{4}-[01][0-9]-[0-3][0-9][T ][0-2][0-9]:[0-5][0-9]:[0-6][0-9](?:\.[0-9]{1,9})?"
-    r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?)\]? ",
-    r"\[?(?P<stamp3>[0-2][0-9]:[0-5][0-9]:[0-6][0-9](?:\.[0-9]{1,9})?)\]? ",
-    # srun --label: "0: ", padded to the width of the largest task id (" 3: ")
-    r" {0,5}(?P<task>[0-9]{1,6}): ",
-    # pdsh (and DeepSpeed's multi-node launcher, through pdsh): "node01: ", "worker-1: ", "10.0.0.2: ".
-    # A host name here is lower case and holds a digit (or is localhost): "Warning: ", "ValueError: ",
-    # "torch.distributed...ChildFailedError: " and "fp_config: " are not host names.
-    r"(?P<host>(?=[a-z0-9.-]{0,252}[0-9]|localhost[.:])[a-z0-9][a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){0,8}): ",
-)))
+_TEE = r"\[(?:[A-Za-z_][\w-]{0,30}?)(?P<tee>[0-9]{1,9})\]:(?=\[(?:rank|Rank |RANK )[0-9])"
+_TEE_DEFAULT = r"\[default(?P<tee2>[0-9]{1,9})\]:"
+_TORCH_RANK = r"\[(?:rank|Rank |RANK )(?P<rank>[0-9]{1,9})\]:? ?"
+_RANK_WORD = r"rank(?P<rank2>[0-9]{1,9}): "
+# journald / syslog: "Dec 01 20:44:22 host python[123]: " (the kernel's own lines name no pid)
+_JOURNAL = rf"(?P<jstamp>{_SYSLOG_STAMP}) (?P<jhost>[\w.-]{{1,64}}) [\w./@-]{{1,64}}?(?:\[[0-9]{{1,10}}\]|(?<=kernel)): "
+# moreutils ts: "Dec 01 20:44:22 " (default), "2026-12-01 20:44:22 " (%F %T), "20:44:22 " (-s, -i), bracketed too
+_TS_SYSLOG = rf"(?P<stamp>{_SYSLOG_STAMP}) "
+_TS_ISO = (r"\[?(?P<stamp2>[0-9]{4}-[01][0-9]-[0-3][0-9][T ][0-2][0-9]:[0-5][0-9]:[0-6][0-9](?:\.[0-9]{1,9})?"
+           r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?)\]? ")
+_TS_CLOCK = r"\[?(?P<stamp3>[0-2][0-9]:[0-5][0-9]:[0-6][0-9](?:\.[0-9]{1,9})?)\]? "
+# srun --label: "0: ", padded to the width of the largest task id (" 3: ")
+_TASK = r" {0,5}(?P<task>[0-9]{1,6}): "
+# pdsh (and DeepSpeed's multi-node launcher, through pdsh): "node01: ", "worker-1: ", "10.0.0.2: ".
+# A host name here is lower case and holds a digit (or is localhost): "Warning: ", "ValueError: ",
+# "torch.distributed...ChildFailedError: " and "fp_config: " are not host names.
+_HOST = r"(?P<host>(?=[a-z0-9.-]{0,252}[0-9]|localhost[.:])[a-z0-9][a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){0,8}): "
+# One alternation per first character, so that a layer costs one match call of the few
+# alternatives that can start there; the first alternative that matches wins.
+_BRACKET = re.compile("|".join((_TEE, _TEE_DEFAULT, _TORCH_RANK, _TS_ISO, _TS_CLOCK)))
+_DIGIT = re.compile("|".join((_TS_ISO, _TS_CLOCK, _TASK, _HOST)))
+_SPACE = re.compile(_TASK)
+_MONTH = re.compile("|".join((_JOURNAL, _TS_SYSLOG)))
+_LOWER = re.compile("|".join((_RANK_WORD, _HOST)))
+_PREFIX_BY_START: dict[str, re.Pattern[str]] = {"[": _BRACKET, " ": _SPACE}
+_PREFIX_BY_START.update(dict.fromkeys("0123456789", _DIGIT))
+_PREFIX_BY_START.update(dict.fromkeys("JFMASOND", _MONTH))
+_PREFIX_BY_START.update(dict.fromkeys("abcdefghijklmnopqrstuvwxyz", _LOWER))
 _FIELD_OF = {"tee": "local_rank", "tee2": "local_rank", "rank": "rank", "rank2": "rank", "task": "task",
              "jhost": "host", "host": "host", "jstamp": "stamp", "stamp": "stamp", "stamp2": "stamp", "stamp3": "stamp"}
 
@@ -91,11 +99,14 @@ def split_prefix(line: str) -> tuple[LinePrefix, str]:
 
 def prefix_of(line: str) -> LinePrefix:
     """The launcher prefixes of a line (NO_PREFIX, allocating nothing, for most lines)."""
-    if not line or line[0] not in _PREFIX_START:
+    pattern = _PREFIX_BY_START.get(line[:1])
+    if pattern is None:
+        return NO_PREFIX
+    match = pattern.match(line)
+    if match is None:
         return NO_PREFIX
     pos = 0
     fields: dict[str, str] = {}
-    match = _ONE_PREFIX.match(line)
     for _ in range(MAX_PREFIXES):
         if match is None or match.end() == pos:
             break
@@ -104,7 +115,8 @@ def prefix_of(line: str) -> LinePrefix:
         if group == "jhost":
             fields.setdefault("stamp", match.group("jstamp"))
         pos = match.end()
-        match = _ONE_PREFIX.match(line, pos) if line[pos : pos + 1] in _PREFIX_START else None
+        pattern = _PREFIX_BY_START.get(line[pos : pos + 1])
+        match = pattern.match(line, pos) if pattern is not None else None
     if not pos:
         return NO_PREFIX
     get = fields.get
@@ -115,8 +127,6 @@ def _int(value: str | None) -> int | None:
     return None if value is None else int(value)
 
 
-# A prefix starts with one of these: '[', a digit, a month's capital, a space, a host's letter.
-_PREFIX_START = frozenset("[ 0123456789JFMASOND" + "abcdefghijklmnopqrstuvwxyz")
 
 
 def strip_prefix(line: str) -> str:
@@ -290,16 +300,26 @@ def progress_of(body: str) -> tuple[str, str] | None:
     ("loss", the line) for a loss line without a counter. `body` is the line without prefixes."""
     if len(body) > 4096:
         body = body[:4096]
-    match = _TQDM.search(body)
+    # Each search only where its literal is: most lines of a log hold none of them.
+    match = _TQDM.search(body) if " [" in body and "/" in body else None
     if match:
         return "tqdm", f"{match.group('n')}/{match.group('total')}"
-    counters = [f"{m.group('kind').lower()} {m.group('n')}" for _, m in zip(range(4), _COUNTER.finditer(body), strict=False)]
-    if counters:
-        return "count", " ".join(counters)  # "epoch 0 step 3": each counter of the line
-    if _LOSS.search(body):
+    if any(word in body for word in _COUNTER_WORDS):
+        counters = [f"{m.group('kind').lower()} {m.group('n')}" for _, m in zip(range(4), _COUNTER.finditer(body), strict=False)]
+        if counters:
+            return "count", " ".join(counters)  # "epoch 0 step 3": each counter of the line
+    if ("oss" in body or "OSS" in body) and _LOSS.search(body):
         return "loss", body.strip()
     return None
 
 
+# Pieces every counter word holds, in the cases logs write them ("step", "Step", "STEP", "Epoch").
+_COUNTER_WORDS = ("tep", "TEP", "ter", "TER", "poch", "POCH", "atch", "ATCH")
+# Pieces every finishing phrase holds, in either case.
+_FINISH_WORDS = ("omplete", "OMPLETE", "inish", "INISH", "one", "ONE", "ucceed", "UCCEED", "nded", "NDED", "untime", "xit",
+                 "XIT", "ynced", "Trainer.fit")
+
+
 def is_finish_line(body: str) -> bool:
-    return FINISHED.search(body[:4096]) is not None
+    body = body[:4096]
+    return any(word in body for word in _FINISH_WORDS) and FINISHED.search(body) is not None
