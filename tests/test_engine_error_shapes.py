@@ -211,7 +211,7 @@ def test_an_anchored_rule_pattern_matches_through_every_prefix(name: str, engine
     ("ipython-script.log", "ipy_cell.py:2 (in <listcomp>)"), ("ipython-interactive.log", "Cell In[1]:2 (in f)"),
     ("ipython7-script.log", "ipy_cell.py:2 (in <listcomp>)"), ("ipython7-interactive.log", "<ipython-input-1-def7d6d68803>:2 (in f)"),
     ("faulthandler-threads.log", "fh_threads.py:12"), ("python-full.log", "json_cfg.py:3"),
-    ("jax-xla-runtime-error.log", "jax_oom.py:4"),
+    ("jax-xla-runtime-error.log", "jax_oom.py:4"), ("jax-callback-error.log", "jax_cb.py:8 (in host_lookup)"),
 ])
 def test_the_deepest_frame_of_the_users_own_code(name: str, frame: str) -> None:
     crash = max(find_crashes(SHAPES / name), key=lambda c: c.line_no)

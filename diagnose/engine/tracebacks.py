@@ -66,8 +66,10 @@ _IPY_ARROW = re.compile(r"^-{2,}> ?(?P<line>\d{1,9})\b")
 # C++: "terminate called after throwing an instance of 'std::runtime_error'" then "  what():  msg"
 _TERMINATE = re.compile(r"^terminate called after throwing an instance of '(?P<type>[^']{1,300})'")
 _WHAT = re.compile(r"^\s*what\(\):\s+(?P<message>.*)$")
-# glog fatal: "F1130 03:45:51.123456 1234 file.cc:12] Check failed: ..." (glog 0.6 writes the year too)
-_GLOG_FATAL = re.compile(r"^F(?:\d{4})?\d{4} \d\d:\d\d:\d\d(?:\.\d{1,9})?\s{1,10}\d{1,10} (?P<site>[^\]\s]{1,300})\] (?P<message>.*)$")
+# glog fatal: "F1130 03:45:51.123456 1234 file.cc:12] Check failed: ..." (glog 0.6 writes the year too);
+# torch's c10 logging writes "[F1130 05:09:14.657704777 ProcessGroupNCCL.cpp:2119] ..." (no pid, in brackets)
+_GLOG_FATAL = re.compile(r"^\[?F(?:\d{4})?\d{4} \d\d:\d\d:\d\d(?:\.\d{1,9})?(?:\s{1,10}\d{1,10})? "
+                         r"(?P<site>[^\]\s]{1,300})\] (?P<message>.*)$")
 # Rust: "thread '<unnamed>' (12) panicked at src/main.rs:7:63:" (message next line), older
 # "thread 'main' panicked at 'msg', src/main.rs:7:63"
 _RUST_PANIC = re.compile(r"^thread '(?P<thread>[^']{0,200})'(?: \(\d{1,12}\))? panicked at (?P<rest>.*)$")
@@ -474,6 +476,12 @@ class _Reader:
                 crash.frames.insert(0, Frame(frame.group("path"), int(frame.group("line")), frame.group("func")))
         elif crash.shape == "go" and _GO_GOROUTINE.match(stripped):
             crash.thread = stripped.split(" [", 1)[0]
+        elif crash.shape in ("python", "ipython", "bare"):
+            # A message that carries a traceback of its own (JAX's host callbacks, a subprocess's
+            # error): its frames are deeper than the ones that re-raised it.
+            frame = _PY_FRAME.match(body)
+            if frame:
+                crash.frames.append(Frame(frame.group("path"), int(frame.group("line")), frame.group("func")))
         self._extend(crash, line_no, segment)
 
     def _progress(self, key: Key, line_no: int, body: str) -> bool:
