@@ -35,9 +35,14 @@ def attribute(event: KernelEvent, view: RunView) -> Attribution:
     if event.pid is not None and event.pid in view.pids:
         return Attribution(OWN, f"pid {event.pid} is the run's ({view.pids[event.pid]})")
     if event.task_memcg and view.cgroups:
-        if event.task_memcg in view.cgroups or any(event.task_memcg.startswith(c.rstrip("/") + "/") for c in view.cgroups):
+        # The root cgroup holds everything not put elsewhere: a run there shares it with the
+        # whole host, so only a victim *below* it (in a cgroup of its own) is told apart by it.
+        specific = {c for c in view.cgroups if c and c != "/"}
+        if event.task_memcg in specific or any(event.task_memcg.startswith(c.rstrip("/") + "/") for c in specific):
             return Attribution(OWN, f"its memory cgroup {event.task_memcg} is the run's")
-        return Attribution(ELSEWHERE, f"its memory cgroup {event.task_memcg} is not the run's ({', '.join(sorted(view.cgroups))})")
+        if specific or event.task_memcg != "/":
+            return Attribution(ELSEWHERE, f"its memory cgroup {event.task_memcg} is not the run's "
+                                          f"({', '.join(sorted(view.cgroups))})")
     start, end = view.window()
     if event.time is not None and ((start is not None and event.time < start) or (end is not None and event.time > end)):
         return Attribution(ELSEWHERE, "outside the run's time window")
@@ -51,9 +56,11 @@ def attribute(event: KernelEvent, view: RunView) -> Attribution:
     tie = _by_name_and_time(event, view)
     if tie:
         return Attribution(OWN, tie)
-    if not view.has_logs and not view.known:
-        # Only a kernel log was given: there is no run to hold it against.
-        return Attribution(OWN, "only a kernel log was given")
+    if not view.known and (not view.has_logs or event.time is None):
+        # Captured files handed in together: with only a kernel log, or one whose clock cannot be
+        # put beside the log's, there is nothing to hold the event against but the user's word.
+        why = "only a kernel log was given" if not view.has_logs else "given with the run's log; its clock cannot be compared"
+        return Attribution(OWN, why)
     when = "" if event.time is None else " inside the run's window"
     return Attribution(UNATTRIBUTED, f"{event.describe()}{when}; nothing ties it to this run (pid, cgroup or timing)")
 

@@ -17,7 +17,7 @@ from diagnose.evidence.lines import LogClock, log_clock, log_time, strip_ansi
 from diagnose.evidence.model import Evidence, TextFile, TextKind
 from diagnose.evidence.textio import read_head, read_tail
 
-LOG_TAIL = 4 * 1024 * 1024
+LOG_TAIL = 1024 * 1024
 LOG_HEAD = 64 * 1024
 STALL_AFTER = 600.0  # seconds of silence before a live run counts as stalled (--stall-after)
 
@@ -138,7 +138,9 @@ def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
     if evidence.files is not None and not missing:
         missing = [f.path for f in evidence.files if f.role == "log" and (not f.exists or f.size == 0)]
     logs = own_logs(evidence)
-    last_write = max((t.mtime for t in logs if t.mtime is not None), default=None)
+    # A scan's files may be copies (a checkout, a CI artifact): their mtimes say nothing of the run.
+    trust_mtime = evidence.run.mode != "scan"
+    last_write = max((t.mtime for t in logs if t.mtime is not None), default=None) if trust_mtime else None
     end_source = "the log's last write" if last_write is not None else ""
     first_time: float | None = None
     for text in logs:

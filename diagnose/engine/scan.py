@@ -95,6 +95,7 @@ class LineHit:
     time: float | None
     rank: int | None
     captures: Mapping[str, str]
+    span: tuple[int, int] | None = None  # where in text the pattern matched (reports highlight it)
 
 
 @dataclass
@@ -105,7 +106,7 @@ class HitSummary:
     first: list[LineHit] = field(default_factory=list)
     last: deque[LineHit] = field(default_factory=lambda: deque(maxlen=KEEP))
     # Hits past the first KEEP, kept raw (line number, text, match) until the file is done.
-    pending: deque[tuple[int, str, Any]] = field(default_factory=lambda: deque(maxlen=KEEP), repr=False)
+    pending: deque[tuple[int, str, Any, int]] = field(default_factory=lambda: deque(maxlen=KEEP), repr=False)
 
     def add(self, hit: LineHit) -> None:
         self.count += 1
@@ -274,7 +275,7 @@ class PureFinder:
         text = bytes(memoryview(buf)[:size]).decode("utf-8", errors="replace")
         hits: dict[int, list[int]] = {}  # pattern -> line ordinals in the piece
         left = dict.fromkeys(exact, CONFIRM_BUDGET)  # slow searches, as in the confirmation
-        clock = time.perf_counter
+        clock = time.thread_time  # CPU time of this thread: a busy machine must not stop a pattern
         for ordinal, line in enumerate(regex.split(r"[\r\n]", text)):
             line = line[:MAX_LINE]
             for index in exact:
@@ -557,7 +558,7 @@ class Scanner:
         count = buf.count
         timeout = LINE_TIMEOUT
         budget = result.budget
-        clock = time.perf_counter
+        clock = time.thread_time  # CPU time of this thread: a busy machine must not stop a pattern
         slow = SLOW_CONFIRM
         done = [-1] * len(self.patterns)  # per pattern: start of the last line it was tried on
         line_start = line_end = -1
@@ -586,11 +587,13 @@ class Scanner:
                 # Launcher prefixes are see-through: a pattern that does not match the whole line
                 # is tried on the line as the program wrote it (`^Traceback` after "[rank1]: ").
                 match = compiled(index).search(text, timeout=limit)
+                shift = 0  # where in the line the searched text starts
                 if match is None:
                     if prefix is None:
                         prefix = prefix_of(text)
                     if prefix.width:
                         match = compiled(index).search(text[prefix.width:], timeout=max(limit - (clock() - started), 0.001))
+                        shift = prefix.width
                 took = clock() - started
             except TimeoutError:
                 result.timeouts[index] = result.timeouts.get(index, 0) + 1
@@ -614,12 +617,12 @@ class Scanner:
                 summary = by_rank[rank] = HitSummary()
             if summary.count >= KEEP:
                 summary.count += 1
-                summary.pending.append((base_line + newlines, text, match))
+                summary.pending.append((base_line + newlines, text, match, shift))
                 continue
             moment = self._time(text, result.source, dates)
             if moment is None and is_log:
                 moment = _time_before(buf, line_start, dates, context)
-            summary.add(LineHit(base_line + newlines, text, moment, rank, _captures(match)))
+            summary.add(LineHit(base_line + newlines, text, moment, rank, _captures(match), _span(match, shift)))
 
     @staticmethod
     def _charge(result: FileScan, index: int, took: float, line_no: int) -> None:
@@ -640,15 +643,21 @@ class Scanner:
         for by_rank in result.hits.values():
             for rank, summary in by_rank.items():
                 while summary.pending:
-                    line_no, text, match = summary.pending.popleft()
+                    line_no, text, match, shift = summary.pending.popleft()
                     moment = self._time(text, result.source, clock)
-                    summary.last.append(LineHit(line_no, text, moment, rank, _captures(match)))
+                    summary.last.append(LineHit(line_no, text, moment, rank, _captures(match), _span(match, shift)))
 
 
 def _counted(blocks: Iterator[tuple[bytearray, int]]) -> Iterator[tuple[bytearray, int, int, bool]]:
     """Pieces with their newline count and whether they hold an escape character."""
     for buf, size in blocks:
         yield buf, size, buf.count(b"\n", 0, size), buf.find(b"\x1b", 0, size) >= 0
+
+
+def _span(match: Any, shift: int) -> tuple[int, int]:
+    """Where in the whole line the match lies (it may have been found past the line's prefixes)."""
+    start, end = match.span()
+    return start + shift, end + shift
 
 
 def _captures(match: Any) -> dict[str, str]:

@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from diagnose.errors import ParseError
 from diagnose.evidence.model import (
@@ -13,13 +14,15 @@ from diagnose.evidence.model import (
     ExitRecord,
     FileKind,
     Gap,
-    GpuState,
     Packages,
     RunInfo,
     TextFile,
     TextKind,
 )
 from diagnose.evidence.textio import read_text
+
+if TYPE_CHECKING:
+    from diagnose.evidence.facts import GpuState
 
 FileEntry = tuple[FileKind, Path, str, "int | None", "float | None"]  # kind, location, display, rank, mtime
 
@@ -62,9 +65,9 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
             package_sources.append(display)
         elif isinstance(parsed, ExitRecord):
             exits.append(parsed)
-        elif isinstance(parsed, GpuState) and kind is FileKind.NVML:
-            gpu = parsed
-        elif isinstance(parsed, GpuState):
+        elif parsed is not None and kind is FileKind.NVML:
+            gpu = parsed  # not isinstance: the fact classes load only when a GPU file is here
+        elif parsed is not None:
             smi = parsed
             if smi.gpus:
                 gpu = smi
