@@ -201,6 +201,8 @@ def test_an_anchored_rule_pattern_matches_through_every_prefix(name: str, engine
     result = Scanner(TextKind.LOG, PatternSet([pattern]), engine).scan(TextFile(TextKind.LOG, path, name, mtime=path.stat().st_mtime))
     hits = [h for summary in result.summaries(0).values() for h in summary.hits()]
     assert any(needle in h.text for h in hits), pattern
+    word = pattern[1:].replace("\\", "")
+    assert all(h.span and h.text[h.span[0]:h.span[1]] == word for h in hits), "the match's place in the whole line"
     if rank is not None:
         assert rank in result.summaries(0)
 
