@@ -227,7 +227,7 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
             )
         survived = all(member.survived for _, member in members)
         title, said = _crash_words(crash)
-        where = _where(members)
+        where = _where(members, ranks_said=f"on rank {crash.rank}" in title and len({m.rank for _, m in members}) == 1)
         severity = Severity.WARNING if survived else Severity.ERROR
         went_on = (" The run went on after it (its progress lines move on, or it finished): it caught or survived this "
                    "error, so it is not how the run ended." if survived else "")
@@ -290,8 +290,8 @@ def _crash_words(crash: Crash) -> tuple[str, str]:
     return f"Unrecognised exception: {summary}{worker}", f"the run raised {summary}{worker}"
 
 
-def _where(members: Sequence[tuple[str, Crash]]) -> str:
-    ranks = sorted({c.rank for _, c in members if c.rank is not None})
+def _where(members: Sequence[tuple[str, Crash]], ranks_said: bool = False) -> str:
+    ranks = [] if ranks_said else sorted({c.rank for _, c in members if c.rank is not None})
     threads = sorted({c.thread for _, c in members if c.thread})
     hosts = sorted({c.host for _, c in members if c.host})
     parts = ["host" + ("s " if len(hosts) > 1 else " ") + ", ".join(hosts[:6])] if hosts else []
