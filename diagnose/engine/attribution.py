@@ -4,7 +4,8 @@ An event is the run's *own* when its pid is one of the run's (identity, exit rec
 log prints), when its memory cgroup is one of the run's, or by name and time: a process of the
 run's kind killed at or after the log's last write, while no process of the run lives on (the
 kernel kills; the log stops). It is *elsewhere* when it cannot be the run's: another cgroup than
-the run's known ones, or outside the run's window. Anything else is *unattributed*: context at
+the run's known ones, outside the run's window, or an OOM kill of another pid than the one the
+run's own logs say died of SIGKILL. Anything else is *unattributed*: context at
 most, never the root cause.
 """
 
@@ -47,6 +48,11 @@ def attribute(event: KernelEvent, view: RunView) -> Attribution:
         return Attribution(ELSEWHERE, "outside the run's time window")
     if event.pid is not None and event.pid in view.alive_pids:
         return Attribution(OWN, f"pid {event.pid} is the run's")
+    if event.kind == "oom_kill" and event.pid is not None and view.killed_pids:
+        # The run names the pid that died of SIGKILL; a kill of another pid at that moment is a
+        # neighbour's on a shared host, however close in time.
+        named = ", ".join(str(p) for p in sorted(view.killed_pids)[:4])
+        return Attribution(ELSEWHERE, f"the run's own SIGKILLed process was pid {named}, not {event.pid}")
     tie = _by_name_and_time(event, view)
     if tie:
         return Attribution(OWN, tie)

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from diagnose.evidence.lines import kernel_time
+from diagnose.evidence.lines import dmesg_seconds, kernel_time
 from diagnose.evidence.model import Evidence, TextFile, TextKind
 from diagnose.evidence.textio import read_tail
 
@@ -78,7 +78,7 @@ def _events_of(text: TextFile) -> list[KernelEvent]:
         if _OOM_INFO.search(line):
             info = {m.group("key"): m.group("value") for m in _FIELD.finditer(line)}
             continue
-        when = kernel_time(line, text.boot_time, text.year)
+        when = kernel_time(line, text.boot_time, text.year, text.mtime)
         match = _KILLED.search(line)
         if match:
             pid = _int(match.group("pid"))
@@ -106,3 +106,16 @@ def _events_of(text: TextFile) -> list[KernelEvent]:
             found.append(KernelEvent("segfault", _int(match.group("pid")), match.group("comm"), when, text.display,
                                      line_no, line.strip(), detail="segfault"))
     return found
+
+
+def kernel_log_span(text: TextFile) -> tuple[float | None, float | None, bool]:
+    """When a kernel log's first and last lines were written (None where the clock is not
+    known), and whether it starts at boot (the ring buffer had not wrapped)."""
+    data, _first = read_tail(text.path, TAIL_BYTES)
+    lines = [line for line in data.decode("utf-8", errors="replace").splitlines() if line.strip()]
+    if not lines:
+        return None, None, False
+    head, tail = lines[0], lines[-1]
+    secs = dmesg_seconds(head)
+    return (kernel_time(head, text.boot_time, text.year, text.mtime), kernel_time(tail, text.boot_time, text.year, text.mtime),
+            secs is not None and secs < 5.0)

@@ -5,8 +5,10 @@ lesser roots; context last. A symptom therefore never outranks a root that expla
 Within a tier the score (confidence x severity weight, plus a little for evidence from
 several sources) decides; scores within one bucket of 0.05 are ties, and among ties the cause
 seen earliest in the run's timeline wins.
-When no crash-level root matched, the last exception of each rank/thread is reported as an
-unrecognised cause so the tool is never silent about a crash.
+When no crash-level root matched, the last error of each rank/thread, in whatever shape it was
+printed, is reported as an unrecognised cause (naming the user's own frame when it is theirs),
+so the tool is never silent about a crash. An error the run went on after (tracebacks.py:
+survived) is a warning at most, whether a rule or the fallback reports it.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from diagnose.engine.findings import Cause, Finding, reread_gap
 from diagnose.engine.kernel_events import KernelEvent, kernel_events
 from diagnose.engine.runview import STALL_AFTER, RunView, run_view
 from diagnose.engine.state import FINISHED, RUNNING, RunState, derive_state, state_causes
-from diagnose.engine.tracebacks import Crash, find_crashes
-from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextKind
+from diagnose.engine.tracebacks import Crash, find_crashes, read_crashes
+from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextFile, TextKind
 from diagnose.vocab import Role, Severity, is_crash_level
 
 TIE_BUCKET = 0.05
@@ -98,6 +100,7 @@ def rank_all(findings: Sequence[Finding], evidence: Evidence, min_severity: str 
     events = kernel_events(evidence)
     run_state = derive_state(evidence, view, events)
     located = {(e.source, e.line): e for e in events}
+    logs = {t.display: t for t in evidence.texts_of(TextKind.LOG)}
     pairs: list[tuple[Cause, tuple[int, int]]] = []
     elsewhere: list[Cause] = []
     for finding in findings:
@@ -113,6 +116,11 @@ def rank_all(findings: Sequence[Finding], evidence: Evidence, min_severity: str 
             continue
         if verdict == UNATTRIBUTED:
             cause = _as_context(cause)
+        elif Severity(cause.severity).at_least(Severity.ERROR) and _went_on(attributed, logs):
+            cause = replace(cause, severity=Severity.WARNING, score=round(cause.confidence * Severity.WARNING.weight, 4),
+                            title=f"{cause.title} (caught and survived: the run went on after it)",
+                            explanation=f"The run went on after this error (its progress moved on, or it finished): it "
+                                        f"was caught or retried, so it is not how the run ended. {cause.explanation}")
         pairs.append((cause, attributed.order))
     gaps: list[Gap] = []
     if not any(tier(c.role, c.severity) == 0 for c, _ in pairs):
@@ -161,6 +169,24 @@ def _attribute(finding: Finding, located: Mapping[tuple[str, int], KernelEvent],
     return replace(finding, evidence=evidence, captures=captures, time=min(times) if times else finding.time), OWN, basis
 
 
+def _went_on(finding: Finding, logs: Mapping[str, TextFile]) -> bool:
+    """Every line the finding rests on is part of an error the run caught and went on after
+    (a retried read's traceback, a logged and skipped batch): then it is not how the run ended."""
+    if not finding.evidence:
+        return False
+    for item in finding.evidence:
+        source = logs.get(item.source)
+        if source is None or item.line is None:
+            return False  # an exit status, a kernel line, a fact: not something the run went on after
+        try:
+            crash = read_crashes(source.path, source.rank).crash_at(item.line, item.rank)
+        except Exception:  # a log we cannot re-read proves nothing either way
+            return False
+        if crash is None or not crash.survived:
+            return False
+    return True
+
+
 def _as_context(cause: Cause) -> Cause:
     """A host event nothing ties to the run: shown, as context, never as its cause."""
     severity = cause.severity if Severity(cause.severity).at_least(Severity.WARNING) is False else Severity.WARNING
@@ -174,12 +200,15 @@ def _with_explains(cause: Cause, symptoms: tuple[str, ...]) -> Cause:
 
 def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = frozenset(),
                         gaps: list[Gap] | None = None) -> list[Cause]:
-    """The last exception per rank/thread of every log, as low-confidence causes.
+    """The last error per rank/thread of every log, in whatever shape it was printed, as
+    low-confidence causes; an exception raised in the user's own code is named as such, with
+    its file, line and function (and the DataLoader worker or rank it came from).
 
     A crash whose lines a rule already matched (a symptom such as a peer's "Connection closed",
     the ChildFailedError summary) is recognised, not unrecognised: it is left out, so the one
-    crash nothing explains (e.g. the first rank's own ValueError) is the one reported. A log that
-    cannot be read again is a gap (into `gaps`).
+    crash nothing explains (e.g. the first rank's own ValueError) is the one reported. A crash
+    the run went on after (progress, the trainer's words for done) is a warning at most. A log
+    that cannot be read again is a gap (into `gaps`).
     """
     crashes: list[tuple[str, Crash]] = []
     for source in evidence.texts_of(TextKind.LOG):
@@ -203,24 +232,71 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
                 EvidenceItem(member_display, text, line, member.time if line == member.line_no else None, member.rank, evidence.run.host)
                 for line, text in member.lines
             )
-        where = _where(members)
-        summary = crash.summary if len(crash.summary) <= 160 else crash.summary[:157] + "..."
-        fatal = crash.fatal
-        causes.append(UNRECOGNISED.cause(
-            title=("Unrecognised fatal error: " if fatal else "Unrecognised exception: ") + summary,
-            explanation=(
-                f"No known signature matched, but the run {'died with' if fatal else 'raised'} {summary}{where}. "
-                "This is the last error of its rank/thread; read the lines above it for the cause."
-            ),
-            evidence=tuple(items), score=UNRECOGNISED.confidence * UNRECOGNISED.severity.weight, time=crash.time,
-        ))
+        survived = all(member.survived for _, member in members)
+        title, said = _crash_words(crash)
+        where = _where(members, ranks_said=f"on rank {crash.rank}" in title and len({m.rank for _, m in members}) == 1)
+        severity = Severity.WARNING if survived else Severity.ERROR
+        went_on = (" The run went on after it (its progress lines move on, or it finished): it caught or survived this "
+                   "error, so it is not how the run ended." if survived else "")
+        user = crash.user_frame
+        explanation = (f"No known signature matched, but {said}{where}.{went_on} "
+                       + (f"The deepest frame of your own code (outside site-packages and the standard library) is "
+                          f"{user.describe()}: start there. " if user and crash.shape not in ("rust", "glog") else "")
+                       + "This is the last error of its rank/thread; read the lines above it for the cause.")
+        causes.append(
+            replace(UNRECOGNISED.cause(
+                title=title + (" (the run went on after it)" if survived else ""),
+                explanation=explanation, evidence=tuple(items), score=UNRECOGNISED.confidence * severity.weight,
+                time=crash.time), severity=severity, fix=(
+                    (f"Open {user.describe()} in your code: the exception type and message name what failed there."
+                     if user else "Read the traceback's last frames in your own code first; the exception type and message name what failed."),
+                    "If this failure recurs, add a rule for it: diagnose rules new <category>.<name> --from-line '<the error line>'.",
+                ))
+        )
     return causes
 
 
-def _where(members: Sequence[tuple[str, Crash]]) -> str:
-    ranks = sorted({c.rank for _, c in members if c.rank is not None})
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _crash_words(crash: Crash) -> tuple[str, str]:
+    """The title of an unrecognised crash, and what the run did (for the explanation), by shape."""
+    summary = _short(crash.summary)
+    worker = (f", in {crash.worker}" if crash.worker else "") + (f" on rank {crash.rank}" if crash.rank is not None else "")
+    user = crash.user_frame
+    if crash.shape in ("python", "ipython", "bare") and user is not None:
+        return (f"Your code raised {summary} at {user.describe()}{worker}",
+                f"your code raised {summary} at {user.describe()}{worker}")
+    if crash.shape == "bare":
+        return (f"Unrecognised exception (only its last line is in the log): {summary}",
+                f"the run raised {summary} (the log holds only that line, not the traceback)")
+    if crash.shape == "cpp":
+        what = _short(crash.message) or "(no what() message)"
+        return (f"Uncaught C++ exception {crash.exc_type}: {what}",
+                f"native code threw a C++ {crash.exc_type} that nothing caught ({what}); the process called std::terminate and aborted")
+    if crash.shape == "glog":
+        site = crash.frames[0].describe() if crash.frames else "?"
+        return (f"Fatal check failed in native code at {site}: {_short(crash.message)}",
+                f"a glog CHECK / LOG(FATAL) in native code at {site} failed ({_short(crash.message)}) and aborted the process")
+    if crash.shape == "rust":
+        site = crash.frames[0].describe() if crash.frames else "?"
+        thread = f" in thread '{crash.thread}'" if crash.thread else ""
+        return (f"Rust panic{thread} at {site}: {_short(crash.message)}",
+                f"native Rust code (a tokenizer, a data loader) panicked{thread} at {site}: {_short(crash.message)}")
+    if crash.shape == "go":
+        return f"Go panic: {_short(crash.message)}", f"a Go program panicked ({_short(crash.message)})"
+    if crash.fatal:
+        here = f" (last frame of your code: {user.describe()})" if user is not None else ""
+        return f"Unrecognised fatal error: {summary}{here}", f"the run died with {summary}{here}"
+    return f"Unrecognised exception: {summary}{worker}", f"the run raised {summary}{worker}"
+
+
+def _where(members: Sequence[tuple[str, Crash]], ranks_said: bool = False) -> str:
+    ranks = [] if ranks_said else sorted({c.rank for _, c in members if c.rank is not None})
     threads = sorted({c.thread for _, c in members if c.thread})
-    parts = []
+    hosts = sorted({c.host for _, c in members if c.host})
+    parts = ["host" + ("s " if len(hosts) > 1 else " ") + ", ".join(hosts[:6])] if hosts else []
     if ranks:
         parts.append("rank" + ("s " if len(ranks) > 1 else " ") + ", ".join(map(str, ranks)))
     if threads:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.evidence.lines import log_time, strip_ansi
+from diagnose.evidence.lines import LogClock, log_clock, log_time, strip_ansi
 from diagnose.evidence.model import Evidence, TextFile, TextKind
 from diagnose.evidence.textio import read_head, read_tail
 
@@ -30,6 +30,13 @@ _LOG_PIDS = (
     re.compile(r"Sending process (\d{1,10}) closing signal"),
     re.compile(r"\bexits? with return code\b.{0,60}?\bpid[= :]+(\d{1,10})", re.IGNORECASE),
     re.compile(r"\bworker (?:process )?(?:pid )?(\d{1,10}) (?:exited|died|was killed)", re.IGNORECASE),
+)
+# pids the log says died of SIGKILL (torchrun's failure line and summary, bash's job status): when
+# the run names its own SIGKILLed pid, an OOM kill of another pid is not the run's.
+_KILLED_PIDS = (
+    re.compile(r"failed \(exitcode: -9\) local_rank: \d{1,9} \(pid: (\d{1,10})\)"),
+    re.compile(r"Signal 9 \(SIGKILL\) received by PID (\d{1,10})"),
+    re.compile(r"line \d{1,9}:\s{1,40}(\d{1,10}) Killed\s"),
 )
 _PYTHONISH = re.compile(r"^(?:python[0-9.]*|pt_[a-z_]+|torchrun|accelerate|deepspeed|pt_main_thread|pt_data_worker)$")
 
@@ -49,6 +56,7 @@ class RunView:
     collected_at: float | None = None
     has_logs: bool = False
     missing_logs: tuple[str, ...] = ()  # expected logs that do not exist (or are empty)
+    killed_pids: frozenset[int] = frozenset()  # pids the logs or exit records say died of SIGKILL
     stacks: tuple[tuple[int, str], ...] = ()  # py-spy dumps of the run's live processes
     stall_after: float = STALL_AFTER
 
@@ -121,9 +129,12 @@ def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
             pids.setdefault(pid, evidence.process.source)
             if evidence.process.alive and pid not in alive_pids:
                 alive_pids.append(pid)
+    killed: set[int] = set()
     for record in evidence.exits or ():
         if record.pid is not None:
             pids.setdefault(record.pid, f"exit record ({record.source})")
+            if record.signal == 9 or record.code in (137, -9):
+                killed.add(record.pid)
     if evidence.files is not None and not missing:
         missing = [f.path for f in evidence.files if f.role == "log" and (not f.exists or f.size == 0)]
     logs = own_logs(evidence)
@@ -133,9 +144,10 @@ def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
     end_source = "the log's last write" if last_write is not None else ""
     first_time: float | None = None
     for text in logs:
-        printed, first, last = _read_log(text.path, text.year)
-        for pid in printed:
+        printed, first, last, sigkilled = _read_log(text.path, text.mtime)
+        for pid in printed | sigkilled:
             pids.setdefault(pid, f"printed in {text.display}")
+        killed.update(sigkilled)
         if first is not None and (first_time is None or first < first_time):
             first_time = first
         if last_write is None and last is not None:
@@ -147,6 +159,7 @@ def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
         comms=frozenset(comms), alive=alive, alive_pids=tuple(sorted(alive_pids)), start=start,
         start_source=start_source, last_write=last_write, end_source=end_source, collected_at=collected_at,
         has_logs=bool(logs), missing_logs=tuple(missing), stacks=tuple(stacks), stall_after=stall_after,
+        killed_pids=frozenset(killed),
     )
 
 
@@ -157,30 +170,33 @@ def own_logs(evidence: Evidence) -> tuple[TextFile, ...]:
     return tuple(t for t in evidence.texts_of(TextKind.LOG) if t.display.rsplit("/", 1)[-1] not in siblings)
 
 
-def _read_log(path: Any, year: int | None) -> tuple[set[int], float | None, float | None]:
-    """pids the log prints, its first and its last timestamp."""
+def _read_log(path: Any, mtime: float | None) -> tuple[set[int], float | None, float | None, set[int]]:
+    """pids the log prints, its first and its last timestamp, and the pids it says were SIGKILLed."""
     try:
         head = read_head(path, LOG_HEAD)
         tail, _first_line = read_tail(path, LOG_TAIL)
     except Exception:  # a log the scanner read but we cannot re-read: nothing more to learn here
-        return set(), None, None
-    first = _first_time(head, year)
+        return set(), None, None, set()
     text = strip_ansi(tail).decode("utf-8", errors="replace")
+    # year-less times (glog, ts) take their year from the log's own dates, else its mtime
+    clock = log_clock(strip_ansi(head).decode("utf-8", errors="replace"), text[-64 * 1024:], mtime)
+    first = _first_time(head, clock)
     printed: set[int] = set()
     for pattern in _LOG_PIDS:
         for match in pattern.finditer(text):
             printed.update(int(p) for p in re.findall(r"\d{1,10}", match.group(1)))
+    sigkilled = {int(match.group(1)) for pattern in _KILLED_PIDS for match in pattern.finditer(text)}
     last: float | None = None
     for line in reversed(text.splitlines()[-200:]):
-        last = log_time(line, year)
+        last = log_time(line, clock.year, clock.not_after)
         if last is not None:
             break
-    return printed, first, last
+    return printed, first, last, sigkilled
 
 
-def _first_time(head: bytes, year: int | None) -> float | None:
+def _first_time(head: bytes, clock: LogClock) -> float | None:
     for line in strip_ansi(head).decode("utf-8", errors="replace").splitlines()[:400]:
-        when = log_time(line, year)
+        when = log_time(line, clock.year, clock.not_after)
         if when is not None:
             return when
     return None

@@ -41,7 +41,16 @@ from typing import Any, Protocol, TypeAlias
 import regex
 
 from diagnose import diskcache
-from diagnose.evidence.lines import ANSI_BYTES, kernel_time, log_time, rank_of
+from diagnose.evidence.lines import (
+    ANSI_BYTES,
+    LinePrefix,
+    LogClock,
+    kernel_time,
+    log_clock,
+    log_time,
+    prefix_of,
+    strip_prefix,
+)
 from diagnose.evidence.model import TextFile, TextKind
 from diagnose.evidence.textio import (
     CHUNK_BYTES,
@@ -50,6 +59,7 @@ from diagnose.evidence.textio import (
     is_compressed,
     iter_blocks,
     prefetch,
+    read_tail,
     remember_newlines,
 )
 from diagnose.evidence.textio import MAX_LINE as MAX_LINE  # the line cap, applied as files are read
@@ -66,6 +76,7 @@ _THREAD_MIN = 1024 * 1024  # below this a piece is scanned without a worker thre
 _MIN_LITERAL = 2  # shortest required text worth a bytes.find loop
 _HS_LITERAL = 4  # shortest required text hyperscan searches instead of the pattern's superset
 _LITERAL_HITS = 2048  # lines holding it, per piece, before the regex search takes over
+_CLOCK_BYTES = 64 * 1024  # read of a file's head and tail for the year of its year-less times
 _FORMAT = 2  # bump when the cached database's meaning changes
 
 Buffer = bytes | bytearray
@@ -95,7 +106,7 @@ class HitSummary:
     first: list[LineHit] = field(default_factory=list)
     last: deque[LineHit] = field(default_factory=lambda: deque(maxlen=KEEP))
     # Hits past the first KEEP, kept raw (line number, text, match) until the file is done.
-    pending: deque[tuple[int, str, Any]] = field(default_factory=lambda: deque(maxlen=KEEP), repr=False)
+    pending: deque[tuple[int, str, Any, int]] = field(default_factory=lambda: deque(maxlen=KEEP), repr=False)
 
     def add(self, hit: LineHit) -> None:
         self.count += 1
@@ -277,7 +288,11 @@ class PureFinder:
                 limit = min(LINE_TIMEOUT, budget)
                 started = clock()
                 try:
-                    matched = self.patterns.compiled(index).search(line, timeout=limit) is not None
+                    pattern = self.patterns.compiled(index)
+                    matched = pattern.search(line, timeout=limit) is not None
+                    if not matched:
+                        body = strip_prefix(line)
+                        matched = body is not line and pattern.search(body, timeout=limit) is not None
                     took = clock() - started
                 except TimeoutError:
                     matched = True  # the confirmation will time out again and report it
@@ -496,7 +511,7 @@ class Scanner:
         started = time.perf_counter()
         result = FileScan(source=source, engine=self.engine_name)
         result.budget = [CONFIRM_BUDGET] * len(self.patterns)
-        year = time.localtime(source.mtime).tm_year if source.mtime else None
+        clock: LogClock | None = None  # where year-less times take their year: read with the first piece
         base_line = 1
         context = b""  # the bytes before the piece, for timestamps of lines that have none
         chunk_bytes = chunk_bytes or CHUNK_BYTES
@@ -507,6 +522,8 @@ class Scanner:
             # (while this one waits for hyperscan, which holds no lock): two cores both busy.
             pieces = prefetch(pieces)
         for raw, raw_size, newlines, escapes in pieces:
+            if clock is None:
+                clock = _clock(source, raw, raw_size, chunk_bytes)
             result.bytes += raw_size
             buf: Buffer = raw
             size = raw_size
@@ -521,19 +538,19 @@ class Scanner:
             if job is not None:
                 runs = job.wait()
                 if runs:
-                    self._confirm(result, buf, size, base_line, runs, year, context)
+                    self._confirm(result, buf, size, base_line, runs, clock, context)
             result.lines += newlines
             base_line += newlines
             with memoryview(buf) as view, view[max(0, size - _CONTEXT_BYTES) : size] as tail:
                 context = bytes(tail) if size >= _CONTEXT_BYTES else (context + bytes(tail))[-_CONTEXT_BYTES:]
         result.cut_lines = cuts.lines
-        self._finish(result, year)
+        self._finish(result, clock or _clock(source, b"", 0, chunk_bytes))
         remember_newlines(source.path, result.bytes, result.lines)  # the crash finder reads the tail next
         result.seconds = time.perf_counter() - started
         return result
 
     def _confirm(self, result: FileScan, buf: Buffer, size: int, base_line: int, runs: list[Run],
-                 year: int | None, context: bytes) -> None:
+                 dates: LogClock, context: bytes) -> None:
         # The hot loop of a pattern that fires on most lines: locals only, no calls it can skip.
         compiled = self.patterns.compiled
         is_log = self.kind is TextKind.LOG
@@ -546,6 +563,7 @@ class Scanner:
         done = [-1] * len(self.patterns)  # per pattern: start of the last line it was tried on
         line_start = line_end = -1
         text = ""
+        prefix: LinePrefix | None = None  # read when first needed: most lines never need it
         rank: int | None = None
         counted_to = newlines = 0
         for packed in merge(*runs) if len(runs) > 1 else runs[0]:
@@ -559,14 +577,23 @@ class Scanner:
             done[index] = line_start
             if not text:
                 text = str(buf[line_start : min(line_end, line_start + MAX_LINE)], "utf-8", "replace")
-                rank = rank_of(text) if is_log else None
+                prefix = None
             left = budget[index]
             if left <= 0.0:
                 continue  # stopped for this file
             limit = timeout if left > timeout else left
             started = clock()
             try:
+                # Launcher prefixes are see-through: a pattern that does not match the whole line
+                # is tried on the line as the program wrote it (`^Traceback` after "[rank1]: ").
                 match = compiled(index).search(text, timeout=limit)
+                shift = 0  # where in the line the searched text starts
+                if match is None:
+                    if prefix is None:
+                        prefix = prefix_of(text)
+                    if prefix.width:
+                        match = compiled(index).search(text[prefix.width:], timeout=max(limit - (clock() - started), 0.001))
+                        shift = prefix.width
                 took = clock() - started
             except TimeoutError:
                 result.timeouts[index] = result.timeouts.get(index, 0) + 1
@@ -576,6 +603,9 @@ class Scanner:
                 self._charge(result, index, took, base_line + newlines + count(b"\n", counted_to, line_start))
             if match is None:
                 continue
+            if prefix is None:
+                prefix = prefix_of(text)
+            rank = prefix.global_rank if is_log else None
             # Newlines before the line: candidates come in order, so counting goes forward only.
             newlines += count(b"\n", counted_to, line_start)
             counted_to = line_start
@@ -587,12 +617,12 @@ class Scanner:
                 summary = by_rank[rank] = HitSummary()
             if summary.count >= KEEP:
                 summary.count += 1
-                summary.pending.append((base_line + newlines, text, match))
+                summary.pending.append((base_line + newlines, text, match, shift))
                 continue
-            moment = self._time(text, result.source, year)
+            moment = self._time(text, result.source, dates)
             if moment is None and is_log:
-                moment = _time_before(buf, line_start, year, context)
-            summary.add(LineHit(base_line + newlines, text, moment, rank, _captures(match), match.span()))
+                moment = _time_before(buf, line_start, dates, context)
+            summary.add(LineHit(base_line + newlines, text, moment, rank, _captures(match), _span(match, shift)))
 
     @staticmethod
     def _charge(result: FileScan, index: int, took: float, line_no: int) -> None:
@@ -604,18 +634,18 @@ class Scanner:
             result.budget[index] = 0.0
             result.stopped[index] = (result.slow[index], line_no)
 
-    def _time(self, text: str, source: TextFile, year: int | None) -> float | None:
+    def _time(self, text: str, source: TextFile, clock: LogClock) -> float | None:
         if self.kind is TextKind.DMESG:
-            return kernel_time(text, source.boot_time, year or source.year)
-        return log_time(text, year)
+            return kernel_time(text, source.boot_time, clock.year or source.year, clock.not_after)
+        return log_time(text, clock.year, clock.not_after)
 
-    def _finish(self, result: FileScan, year: int | None) -> None:
+    def _finish(self, result: FileScan, clock: LogClock) -> None:
         for by_rank in result.hits.values():
             for rank, summary in by_rank.items():
                 while summary.pending:
-                    line_no, text, match = summary.pending.popleft()
-                    moment = self._time(text, result.source, year)
-                    summary.last.append(LineHit(line_no, text, moment, rank, _captures(match), match.span()))
+                    line_no, text, match, shift = summary.pending.popleft()
+                    moment = self._time(text, result.source, clock)
+                    summary.last.append(LineHit(line_no, text, moment, rank, _captures(match), _span(match, shift)))
 
 
 def _counted(blocks: Iterator[tuple[bytearray, int]]) -> Iterator[tuple[bytearray, int, int, bool]]:
@@ -624,11 +654,36 @@ def _counted(blocks: Iterator[tuple[bytearray, int]]) -> Iterator[tuple[bytearra
         yield buf, size, buf.count(b"\n", 0, size), buf.find(b"\x1b", 0, size) >= 0
 
 
+def _span(match: Any, shift: int) -> tuple[int, int]:
+    """Where in the whole line the match lies (it may have been found past the line's prefixes)."""
+    start, end = match.span()
+    return start + shift, end + shift
+
+
 def _captures(match: Any) -> dict[str, str]:
     return {k: v for k, v in match.groupdict().items() if v is not None}
 
 
-def _time_before(buf: Buffer, start: int, year: int | None, context: bytes) -> float | None:
+def _clock(source: TextFile, first: Buffer, size: int, piece: int) -> LogClock:
+    """The year of the file's year-less times: from its own dates (its first piece, and its tail
+    where that is a cheap seek), else its mtime (lines.log_clock)."""
+    with memoryview(first) as view, view[: min(size, _CLOCK_BYTES)] as part:
+        head = bytes(part).decode("utf-8", errors="replace")
+    tail = ""
+    whole = size < piece  # a first piece shorter than a piece is the whole file
+    if whole or not is_compressed(source.path):
+        try:
+            if whole:
+                with memoryview(first) as view, view[max(0, size - _CLOCK_BYTES) : size] as part:
+                    tail = bytes(part).decode("utf-8", errors="replace")
+            else:
+                tail = read_tail(source.path, _CLOCK_BYTES)[0].decode("utf-8", errors="replace")
+        except Exception:  # unreadable now: the head and the mtime still tell
+            tail = ""
+    return log_clock(head, tail, source.mtime)
+
+
+def _time_before(buf: Buffer, start: int, clock: LogClock, context: bytes) -> float | None:
     """The timestamp of the nearest earlier line that has one (tracebacks carry none)."""
     with memoryview(buf) as view, view[max(0, start - _CONTEXT_BYTES) : start] as part:
         data = bytes(part)
@@ -636,7 +691,7 @@ def _time_before(buf: Buffer, start: int, year: int | None, context: bytes) -> f
         data = context[len(data) - _CONTEXT_BYTES :] + data
     window = data.decode("utf-8", errors="replace")
     for line in reversed(window.splitlines()[-200:]):
-        moment = log_time(line, year)
+        moment = log_time(line, clock.year, clock.not_after)
         if moment is not None:
             return moment
     return None

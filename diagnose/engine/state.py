@@ -5,7 +5,6 @@ when no rule explains it: a stalled run, a launch that never started, a log that
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from diagnose.engine.findings import Cause
 from diagnose.engine.kernel_events import KernelEvent
 from diagnose.engine.runview import RunView, own_logs
 from diagnose.engine.tracebacks import find_crashes
-from diagnose.evidence.lines import strip_ansi
+from diagnose.evidence.lines import is_finish_line, strip_ansi, strip_prefix
 from diagnose.evidence.model import Evidence, EvidenceItem, ExitRecord, TextKind
 from diagnose.evidence.textio import read_tail
 
@@ -30,19 +29,7 @@ FINISHED = "finished"
 UNKNOWN = "unknown"
 
 LAST_LINES = 6  # lines of a log's end shown as evidence of where it stopped
-END_LINES = 40  # an error this close to a log's end is how the log ends
 LOW_CPU_PCT = 5.0
-
-# Words trainers print when they are done (HF Trainer, Lightning, plain loops, wandb.finish,
-# the wrappers that print an exit status).
-_FINISHED = re.compile(
-    r"\b(?:training|train|fit|fitting|run|job|finetuning|fine-tuning|pretraining)\b[^\n]{0,40}?"
-    r"\b(?:complete|completed|finished|done|succeeded|ended successfully)\b"
-    r"|Training completed\b|['\"]train_runtime['\"]|`Trainer\.fit` stopped: `max_(?:epochs|steps)=\d+` reached"
-    r"|\bexit(?:ed with)? (?:status|code):? 0\b|^wandb: Synced \d+ W&B file",
-    re.IGNORECASE | re.MULTILINE,
-)
-
 
 @dataclass(frozen=True)
 class RunState:
@@ -84,7 +71,7 @@ def derive_state(evidence: Evidence, view: RunView, events: Sequence[KernelEvent
         return state(CRASHED, "its log ends in an error")
     if codes and all(e.code == 0 for e in codes):
         return state(FINISHED, "it exited with status 0")
-    if any(_FINISHED.search(item.text) for item in last):
+    if any(is_finish_line(strip_prefix(item.text)) for item in last):
         return state(FINISHED, "its log ends with the trainer's own words for done")
     if last:
         return state(STOPPED, "its log stops with no error and no exit record")
@@ -132,14 +119,15 @@ def _last_lines(evidence: Evidence) -> tuple[EvidenceItem, ...]:
 
 
 def _ends_in_error(evidence: Evidence) -> bool:
+    """A log ends in an error when it holds a crash the run did not go on after: the same
+    crashes, and the same test of going on, as the unrecognised fallback (tracebacks.py), so
+    the two never disagree about one crash."""
     for text in own_logs(evidence):
         try:
             crashes = find_crashes(text.path, text.rank)
-            data, first = read_tail(text.path, 256 * 1024)
         except Exception:  # unreadable now: the rules saw what the scan read
             continue
-        total = first + data.count(b"\n")
-        if any(c.lines and c.lines[-1][0] >= total - END_LINES for c in crashes):
+        if any(not c.survived for c in crashes):
             return True
     return False
 

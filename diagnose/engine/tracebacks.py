@@ -1,31 +1,81 @@
-"""Find the last exception of each rank and thread in a log, for crashes no rule recognises.
+"""Find the last error of each rank and thread in a log, in every shape real logs print it,
+for crashes no rule recognises.
 
-Threads that die at once interleave their tracebacks line by line, so tracebacks are paired
-with their final exception lines in order (first opened, first closed), per rank, and with
-the `Exception in thread NAME:` headers the same way.
+Shapes: Python tracebacks (threads' included, chained, a DataLoader worker's "Original
+Traceback"), IPython/Jupyter tracebacks, a bare final `SomeError: message` line (pasted ends,
+launchers' reprints), C++ `terminate called after throwing ...` + `what():`, glog `F... Check
+failed:` lines, faulthandler dumps, Rust panics, Go panics, and the shell's and the C library's
+fatal lines. A message that goes on over several lines (pydantic, XLA, NCCL) stays one error.
+
+Lines are read as the program wrote them: launcher prefixes (lines.split_prefix) name the rank
+and host and are then dropped, and '\\r' progress updates are lines of their own (a traceback
+glued to a tqdm bar still opens). Threads that die at once interleave their tracebacks line by
+line, so tracebacks are paired with their final exception lines in order (first opened, first
+closed), per rank, and with the `Exception in thread NAME:` headers the same way.
+
+Each crash also says whether the run went on after it (progress whose counter moved, or the
+trainer's words for done: lines.progress_of): a survived error is not how the run ended.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from diagnose.evidence.lines import log_time, strip_ansi, strip_prefix
+from diagnose.evidence.lines import (
+    LogClock,
+    is_finish_line,
+    log_clock,
+    log_time,
+    progress_of,
+    split_prefix,
+    strip_ansi,
+)
 from diagnose.evidence.textio import read_tail
 
 TAIL_BYTES = 4 * 1024 * 1024
+CONTINUATION_GAP = 3  # a message line this close (in lines) to the crash's last one goes on with it
+MAX_CONTINUATION = 60  # lines a crash may go on for (a faulthandler dump of many threads)
+EVIDENCE_CONTINUATION = 10  # of which this many are kept as evidence
+RECENT_LINES = 400  # lines before the first crash read for the progress it interrupted
+PLAIN_AFTER = 200  # a crash followed by this many more lines of the program's own output was not its end
 
-_THREAD = re.compile(r"^Exception in thread (?P<name>.+?):\s*$")
-_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):\s*$")
-_EXCEPTION = re.compile(
-    r"^(?P<type>(?:[A-Za-z_][\w]*\.)*(?:[A-Z][\w]*(?:Error|Exception|Exit|Interrupt|Failure|Timeout|Unsupported|Warning)|"
-    r"KeyboardInterrupt|StopIteration|SystemExit|OutOfMemoryError|ChildFailedError|DistBackendError|CalledProcessError))"
-    r"(?::\s?(?P<message>.*))?$"
-)
+_THREAD = re.compile(r"^Exception in thread (?P<name>.{1,200}?):$")  # on rstripped lines
+_TB_HEADER = "Traceback (most recent call last):"
+# IPython / Jupyter: "KeyError                                  Traceback (most recent call last)"
+_IPYTHON_HEADER = re.compile(r"^(?P<type>[A-Za-z_][\w.]{0,200}?)\s{2,}Traceback \(most recent call last\)$")
+_EXC_TYPE = (r"(?:[A-Za-z_][\w]{0,100}\.){0,12}(?:[A-Z][\w]{0,100}?(?:Error|Exception|Exit|Interrupt|Failure|Timeout|"
+             r"Unsupported|Warning|Panic)|KeyboardInterrupt|StopIteration|SystemExit|OutOfMemoryError|ChildFailedError|"
+             r"DistBackendError|CalledProcessError|PanicException)")
+_EXCEPTION = re.compile(rf"^(?P<type>{_EXC_TYPE})(?::\s?(?P<message>.*))?$")
 _CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
+# torch's ExceptionWrapper: "Caught KeyError in DataLoader worker process 0."
+_CAUGHT_IN = re.compile(r"^Caught \S{1,200} in (?P<where>.{1,200}?)\.?$")
+_ORIGINAL = "Original Traceback (most recent call last):"
+# Frames: Python, faulthandler ("line 12 in f", no comma), IPython 8+ ("File /x.py:5, in f(x)",
+# "Cell In[3], line 5"), IPython < 8 ("<ipython-input-3-..> in <module>()", "/x.py in f(a)").
+_PY_FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line (?P<line>\d{1,9}),? in (?P<func>\S{1,300})')
+_IPY_FILE = re.compile(r"^File (?P<path>\S{1,1000}?):(?P<line>\d{1,9})(?:, in (?P<func>[^\s(]{1,300}))?")
+_IPY_CELL = re.compile(r"^(?P<path>Cell In\[\d{1,9}\]), line (?P<line>\d{1,9})(?:, in (?P<func>[^\s(]{1,300}))?")
+_IPY_OLD = re.compile(r"^(?P<path><ipython-input-[\w-]{1,200}>|/\S{1,1000}\.py) in (?P<func><[^<>]{1,100}>|[^\s(<]{1,300})(?:\(|$)")
+_IPY_ARROW = re.compile(r"^-{2,}> ?(?P<line>\d{1,9})\b")
+# C++: "terminate called after throwing an instance of 'std::runtime_error'" then "  what():  msg"
+_TERMINATE = re.compile(r"^terminate called after throwing an instance of '(?P<type>[^']{1,300})'")
+_WHAT = re.compile(r"^\s*what\(\):\s+(?P<message>.*)$")
+# glog fatal: "F1130 03:45:51.123456 1234 file.cc:12] Check failed: ..." (glog 0.6 writes the year too);
+# torch's c10 logging writes "[F1130 05:09:14.657704777 ProcessGroupNCCL.cpp:2119] ..." (no pid, in brackets)
+_GLOG_FATAL = re.compile(r"^\[?F(?:\d{4})?\d{4} \d\d:\d\d:\d\d(?:\.\d{1,9})?(?:\s{1,10}\d{1,10})? "
+                         r"(?P<site>[^\]\s]{1,300})\] (?P<message>.*)$")
+# Rust: "thread '<unnamed>' (12) panicked at src/main.rs:7:63:" (message next line), older
+# "thread 'main' panicked at 'msg', src/main.rs:7:63"
+_RUST_PANIC = re.compile(r"^thread '(?P<thread>[^']{0,200})'(?: \(\d{1,12}\))? panicked at (?P<rest>.*)$")
+_RUST_OLD = re.compile(r"^'(?P<message>.*)', (?P<site>\S{1,1000}:\d{1,9}:\d{1,9})$")
+_GO_PANIC = re.compile(r"^panic: (?P<message>.+)$")
+_GO_GOROUTINE = re.compile(r"^goroutine \d{1,12} \[")
 # A fatal line; glibc's "double free detected" names the whole line, at whatever column it
 # stands. Written as `.*double free detected.*` inside the search it was tried from every
 # column to the line's end: quadratic (a 400 KB line took minutes). It is found by `in` instead.
@@ -37,16 +87,44 @@ _FATAL_TAIL = r"free\(\): invalid pointer|(?:^|\s)Killed(?:\s+\S.*)?$"
 _FATAL = re.compile(f"(?P<message>{_FATAL_HEAD}|{_FATAL_TAIL})")
 _FATAL_AT_START = re.compile(f"(?P<message>{_FATAL_HEAD})")
 _DOUBLE_FREE = "double free detected"
+_FAULTHANDLER_THREAD = re.compile(r"^(?P<current>Current thread|Thread) 0x[0-9a-f]{1,16} \(most recent call first\):")
+# Paths of the interpreter's and the installed packages' code: not the user's.
+_LIBRARY_PATH = re.compile(r"[/\\](?:site-packages|dist-packages)[/\\]|[/\\]lib[/\\]python\d(?:\.\d{1,3})?[/\\]|"
+                           r"[/\\]Lib[/\\]|^<frozen |[/\\]\.cargo[/\\]registry[/\\]|^/rustc/|"
+                           r"[/\\]s?bin[/\\][^/\\.]{1,200}$")  # an installed entry point: .../bin/torchrun
+
+
+_FATAL_WORDS = ("Fatal Python error", "Segmentation fault", "terminate called", "Aborted (core dumped)", "Bus error",
+                "free(): invalid pointer", "Killed", _DOUBLE_FREE)
 
 
 def fatal_message(line: str) -> str | None:
     """The fatal error a line reports, as the old single search found it (leftmost match; at
     one column, the alternatives in order, the double free after the first five)."""
+    if not any(word in line for word in _FATAL_WORDS):
+        return None  # every fatal line holds one of these: most lines are searched no further
     if _DOUBLE_FREE in line:
         head = _FATAL_AT_START.match(line)
         return head.group("message") if head else line
     match = _FATAL.search(line)
     return match.group("message") if match else None
+
+
+@dataclass(frozen=True)
+class Frame:
+    path: str
+    line: int | None
+    func: str | None
+
+    @property
+    def user(self) -> bool:
+        """Code of the user's own, not the interpreter's or an installed package's."""
+        return not _LIBRARY_PATH.search(self.path)
+
+    def describe(self) -> str:
+        name = self.path.replace("\\", "/").rsplit("/", 1)[-1] if not self.path.startswith("Cell In") else self.path
+        where = f"{name}:{self.line}" if self.line is not None else name
+        return f"{where} (in {self.func})" if self.func and self.func != "<module>" else where
 
 
 @dataclass
@@ -59,10 +137,27 @@ class Crash:
     lines: list[tuple[int, str]] = field(default_factory=list)  # evidence: (line, text)
     time: float | None = None
     fatal: bool = False
+    host: str | None = None
+    shape: str = "python"  # python | ipython | bare | cpp | glog | faulthandler | rust | go | fatal
+    frames: list[Frame] = field(default_factory=list)  # most recent call last
+    worker: str | None = None  # "DataLoader worker process 0": where torch caught it
+    end_line: int = 0  # the crash's last line (its message may go on after line_no)
+    survived: bool = False  # the run went on after it (progress, or the trainer's words for done)
+    continued: int = 0  # lines its message went on for
+    in_current: bool = field(default=False, repr=False)  # reading faulthandler's "Current thread" block
 
     @property
     def summary(self) -> str:
         return f"{self.exc_type}: {self.message}" if self.message else self.exc_type
+
+    @property
+    def first_line(self) -> int:
+        return self.lines[0][0] if self.lines else self.line_no
+
+    @property
+    def user_frame(self) -> Frame | None:
+        """The deepest frame of the user's own code (outside site-packages and the standard library)."""
+        return next((f for f in reversed(self.frames) if f.user), None)
 
 
 @dataclass
@@ -70,83 +165,363 @@ class _Open:
     start: tuple[int, str]
     thread: str | None
     frames: list[tuple[int, str]] = field(default_factory=list)
+    parsed: list[Frame] = field(default_factory=list)
+    ipython: str | None = None  # the exception type an IPython header names
+    heads: list[tuple[int, str]] = field(default_factory=list)  # IPython's frame and arrow lines
+    original_of: Crash | None = None  # a DataLoader worker's "Original Traceback" of this crash
 
 
-_CACHE: dict[tuple[str, int | None, int, int, int], list[Crash]] = {}
+@dataclass
+class LogCrashes:
+    """The crashes of one log (the last of each rank and thread), every crash's span, and the
+    progress lines, per (host, rank)."""
+
+    crashes: list[Crash]
+    progress: dict[tuple[str | None, int | None], list[tuple[int, tuple[str, str]]]]
+    every: list[Crash] = field(default_factory=list)  # all crashes in line order, the last ones included
+
+    def crash_at(self, line_no: int, rank: int | None = None) -> Crash | None:
+        """The crash whose lines hold this line (of that rank, when the line names one)."""
+        at = bisect_right([c.first_line for c in self.every], line_no)
+        for crash in reversed(self.every[max(0, at - 64):at]):
+            if crash.first_line <= line_no <= crash.end_line and (rank is None or crash.rank in (rank, None)):
+                return crash
+        return None
+
+    def went_on_after(self, line_no: int, rank: int | None, host: str | None = None) -> bool:
+        """Did the run make progress after this line (its own rank's; any line's when it names none)?"""
+        return _moved_after(_marks_for(self.progress, host, rank), line_no)
+
+
+def _marks_for(progress: dict[tuple[str | None, int | None], list[tuple[int, tuple[str, str]]]],
+               host: str | None, rank: int | None) -> list[tuple[int, tuple[str, str]]]:
+    marks = progress.get((host, rank))
+    if marks is not None:
+        return marks
+    same = [key for key in progress if key[1] == rank]
+    if rank is not None and same:
+        return sorted(mark for key in same for mark in progress[key])
+    if rank is None:
+        return sorted(mark for marks in progress.values() for mark in marks)
+    return []
+
+
+def _moved_after(marks: list[tuple[int, tuple[str, str]]], line_no: int) -> bool:
+    at = bisect_right(marks, (line_no, ("\uffff", "")))
+    if at >= len(marks):
+        return False
+    before: dict[str, str] = {}
+    for _no, (kind, counter) in marks[max(0, at - 50):at]:
+        before[kind] = counter
+    return any(kind == "done" or before.get(kind) != counter for _no, (kind, counter) in marks[at:at + 200])
+
+
+_CACHE: dict[tuple[str, int | None, int, int, int], LogCrashes] = {}
 _CACHE_SIZE = 16
 
 
-def find_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAIL_BYTES) -> list[Crash]:
-    """Crashes in the log's tail. The analyzers and the unrecognised-crash fallback both ask for
-    the same files in one run: the answer is kept while the file's size and mtime stay the same."""
+def read_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAIL_BYTES) -> LogCrashes:
+    """Crashes (and progress) in the log's tail. The analyzers, the run state and the fallback
+    all ask for the same files in one run: the answer is kept while the file's size and mtime stay."""
     st = os.stat(path)
     key = (str(path), file_rank, tail_bytes, st.st_size, st.st_mtime_ns)
     cached = _CACHE.get(key)
     if cached is not None:
-        return list(cached)
+        return cached
     data, first_line = read_tail(path, tail_bytes)
-    found = crashes_in_text(strip_ansi(data).decode("utf-8", errors="replace"), first_line, file_rank)
+    text = strip_ansi(data).decode("utf-8", errors="replace")
+    found = read_text(text, first_line, file_rank, log_clock("", text[-64 * 1024:], st.st_mtime))
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = found
-    return list(found)
+    return found
+
+
+def find_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAIL_BYTES) -> list[Crash]:
+    return list(read_crashes(path, file_rank, tail_bytes).crashes)
 
 
 def crashes_in_text(text: str, first_line: int = 1, file_rank: int | None = None) -> list[Crash]:
-    open_tbs: dict[int | None, deque[_Open]] = {}
-    thread_headers: dict[int | None, deque[str]] = {}
-    last: dict[tuple[int | None, str | None], Crash] = {}
-    last_time: float | None = None
-    pending_message: dict[int | None, Crash] = {}
+    return read_text(text, first_line, file_rank).crashes
+
+
+Key = tuple[str | None, int | None]
+
+
+class _Reader:
+    """One pass over a log's lines; the state is per (host, rank)."""
+
+    def __init__(self, file_rank: int | None, clock: LogClock) -> None:
+        self.file_rank = file_rank
+        self.clock = clock
+        self.open_tbs: dict[Key, deque[_Open]] = {}
+        self.thread_headers: dict[Key, deque[str]] = {}
+        self.last: dict[tuple[Key, str | None], Crash] = {}
+        self.pending: dict[Key, Crash] = {}  # the crash whose message may go on, per key
+        self.progress: dict[Key, list[tuple[int, tuple[str, str]]]] = {}
+        self.plain: dict[Key, list[int]] = {}  # other lines of the program's own, after which a crash may lie
+        self.every: dict[int, Crash] = {}
+        self.last_time: float | None = None
+        # Progress matters only around crashes: until the first one, the last lines are kept
+        # and read for progress then (the counters before it), not every line of a healthy log.
+        self.armed = False
+        self.recent: deque[tuple[Key, int, str]] = deque(maxlen=RECENT_LINES)
+
+    # -- bookkeeping
+
+    def _record(self, key: Key, slot: str | None, crash: Crash) -> Crash:
+        crash.end_line = max(crash.end_line, crash.line_no)
+        if not self.armed:
+            self.armed = True
+            for key_r, line_r, body_r in self.recent:
+                self._progress(key_r, line_r, body_r)
+            self.recent.clear()
+        self.every.setdefault(id(crash), crash)
+        self.last[(key, slot)] = crash
+        self.pending[key] = crash
+        return crash
+
+    def _continues(self, key: Key, line_no: int) -> Crash | None:
+        crash = self.pending.get(key)
+        if crash is None:
+            return None
+        if line_no - crash.end_line <= CONTINUATION_GAP and crash.continued < MAX_CONTINUATION:
+            return crash
+        self.pending.pop(key, None)
+        return None
+
+    @staticmethod
+    def _extend(crash: Crash, line_no: int, segment: str) -> None:
+        crash.continued += 1
+        crash.end_line = line_no
+        # faulthandler's dump of the crashing thread comes after the other threads': keep it.
+        if crash.continued <= EVIDENCE_CONTINUATION or (crash.in_current and len(crash.lines) < 4 * EVIDENCE_CONTINUATION):
+            crash.lines.append((line_no, segment))
+
+    # -- one line
+
+    def line(self, line_no: int, segment: str) -> None:
+        moment = log_time(segment, self.clock.year, self.clock.not_after)
+        if moment is not None:
+            self.last_time = moment
+        prefix, body = split_prefix(segment)
+        rank = prefix.global_rank
+        key: Key = (prefix.host, rank if rank is not None else self.file_rank)
+        stripped = body.rstrip()
+        indented = body[:1].isspace()
+        queue = self.open_tbs.get(key)
+        if queue and indented:
+            # Frames and code lines go to the newest traceback still open: good enough for
+            # evidence. Caret lines (^^^^ ~~~~) add nothing.
+            tb = queue[-1]
+            frame = _PY_FRAME.match(body)
+            if frame:
+                tb.parsed.append(Frame(frame.group("path"), int(frame.group("line")), frame.group("func")))
+            if stripped.strip("^~ "):
+                tb.frames.append((line_no, segment))
+            return
+        if not indented:
+            if self._header(key, line_no, segment, stripped):
+                return
+            if stripped.startswith(_CHAIN):
+                return
+            exc = _EXCEPTION.match(stripped)
+            if exc and queue:
+                self._close(key, queue.popleft(), exc, line_no, segment)
+                return
+            if queue and queue[-1].ipython is not None and self._ipython_frame(queue[-1], line_no, segment, stripped):
+                return
+        pending = self._continues(key, line_no)
+        if not indented:
+            if self._native(key, line_no, segment, stripped, pending):
+                return
+            exc = _EXCEPTION.match(stripped)
+            if exc and pending is None and not queue and not exc.group("type").endswith("Warning"):
+                # A bare final line: the end of a traceback someone pasted, or a launcher's reprint.
+                self._record(key, None, Crash(key[1], None, exc.group("type"), (exc.group("message") or "").strip(),
+                                              line_no, [(line_no, segment)], self.last_time, host=key[0], shape="bare"))
+                return
+            if exc is None:
+                if not self.armed:
+                    self.recent.append((key, line_no, stripped))
+                elif self._progress(key, line_no, stripped):
+                    # Progress ends a message: the run went on ("retrying step 7", the next tqdm update).
+                    self.pending.pop(key, None)
+                    return
+        if pending is not None:
+            self._more(pending, line_no, segment, body)
+        elif not indented and self.armed:
+            self.plain.setdefault(key, []).append(line_no)
+
+    def _header(self, key: Key, line_no: int, segment: str, stripped: str) -> bool:
+        header = _THREAD.match(stripped)
+        if header:
+            self.thread_headers.setdefault(key, deque()).append(header.group("name"))
+            return True
+        if stripped.endswith(_TB_HEADER) and not _EXCEPTION.match(stripped):
+            # Also glued to a progress bar that had no newline: "...| 0/12 [00:00<?, ?it/s]Traceback ..."
+            original = stripped == _ORIGINAL
+            pending = self.pending.get(key)
+            if original and pending is not None and line_no - pending.end_line <= CONTINUATION_GAP:
+                tb = _Open((line_no, segment), pending.thread, original_of=pending)
+                self._extend(pending, line_no, segment)
+            else:
+                queue_h = self.thread_headers.get(key)
+                tb = _Open((line_no, segment), queue_h.popleft() if queue_h else None)
+                self.pending.pop(key, None)
+            self.open_tbs.setdefault(key, deque()).append(tb)
+            return True
+        ipy = _IPYTHON_HEADER.match(stripped)
+        if ipy:
+            self.open_tbs.setdefault(key, deque()).append(_Open((line_no, segment), None, ipython=ipy.group("type")))
+            self.pending.pop(key, None)
+            return True
+        return False
+
+    @staticmethod
+    def _ipython_frame(tb: _Open, line_no: int, segment: str, stripped: str) -> bool:
+        """IPython writes its frame lines unindented; they belong to the open traceback."""
+        match = _IPY_FILE.match(stripped) or _IPY_CELL.match(stripped) or _IPY_OLD.match(stripped)
+        if match:
+            groups = match.groupdict()
+            tb.parsed.append(Frame(groups["path"], int(groups["line"]) if groups.get("line") else None, groups.get("func")))
+            tb.frames.append((line_no, segment))
+            tb.heads.append((line_no, segment))
+            return True
+        arrow = _IPY_ARROW.match(stripped)
+        if arrow:
+            if tb.parsed and tb.parsed[-1].line is None:
+                last = tb.parsed[-1]
+                tb.parsed[-1] = Frame(last.path, int(arrow.group("line")), last.func)
+            tb.frames.append((line_no, segment))
+            tb.heads.append((line_no, segment))
+            return True
+        return False
+
+    def _close(self, key: Key, tb: _Open, exc: re.Match[str], line_no: int, segment: str) -> None:
+        exc_type, message = exc.group("type"), (exc.group("message") or "").strip()
+        if tb.original_of is not None:
+            # The worker's own exception: the crash is what the worker raised, where it raised it.
+            crash = tb.original_of
+            crash.exc_type, crash.message, crash.line_no = exc_type, message, line_no
+            crash.frames.extend(tb.parsed)
+            crash.lines.extend([*tb.frames[-2:], (line_no, segment)])
+            self._record(key, crash.thread, crash)
+            return
+        caught = _CAUGHT_IN.match(message)
+        shown = tb.heads[-2:] if tb.heads else tb.frames[-2:]  # IPython: the last frame's own line and its arrow
+        crash = Crash(key[1], tb.thread, exc_type, message, line_no, [tb.start, *shown, (line_no, segment)],
+                      self.last_time, host=key[0], shape="ipython" if tb.ipython is not None else "python",
+                      frames=list(tb.parsed), worker=caught.group("where") if caught else None)
+        self._record(key, tb.thread, crash)
+
+    def _native(self, key: Key, line_no: int, segment: str, stripped: str, pending: Crash | None) -> bool:
+        """Errors of native code and of the interpreter itself (no Python traceback)."""
+        if pending is not None and pending.shape in ("cpp", "rust") and not pending.message:
+            return False  # its message line comes next
+        match = _TERMINATE.match(stripped)
+        if match:
+            self._record(key, "<fatal>", Crash(key[1], None, match.group("type"), "", line_no, [(line_no, segment)],
+                                               self.last_time, True, key[0], "cpp"))
+            return True
+        match = _GLOG_FATAL.match(stripped)
+        if match:
+            self._record(key, "<fatal>", Crash(key[1], None, "glog FATAL", match.group("message").strip(), line_no,
+                                               [(line_no, segment)], self.last_time, True, key[0], "glog",
+                                               frames=[_site_frame(match.group("site"))]))
+            return True
+        match = _RUST_PANIC.match(stripped)
+        if match:
+            rest = match.group("rest")[:4000].strip()
+            old = _RUST_OLD.match(rest)
+            site = old.group("site") if old else rest.rstrip(":")
+            crash = Crash(key[1], match.group("thread"), "Rust panic", old.group("message") if old else "", line_no,
+                          [(line_no, segment)], self.last_time, True, key[0], "rust", frames=[_site_frame(site)])
+            self._record(key, "<panic>" + match.group("thread"), crash)
+            return True
+        match = _GO_PANIC.match(stripped)
+        if match:
+            self._record(key, "<fatal>", Crash(key[1], None, "Go panic", match.group("message").strip(), line_no,
+                                               [(line_no, segment)], self.last_time, True, key[0], "go"))
+            return True
+        fatal = fatal_message(stripped)
+        if fatal is None:
+            return False
+        if pending is not None and pending.fatal:
+            self._extend(pending, line_no, segment)  # the shell's "Aborted" after C++'s own words
+            return True
+        shape = "faulthandler" if fatal.startswith("Fatal Python error") else "fatal"
+        self._record(key, "<fatal>", Crash(key[1], None, "Fatal", fatal.strip(), line_no, [(line_no, segment)],
+                                           self.last_time, True, key[0], shape))
+        return True
+
+    def _more(self, crash: Crash, line_no: int, segment: str, body: str) -> None:
+        """A line that goes on with the crash: its message, its native stack, its what()."""
+        stripped = body.strip()
+        if crash.shape == "cpp" and not crash.message:
+            what = _WHAT.match(stripped)
+            if what:
+                crash.message = what.group("message").strip()
+        elif crash.shape == "rust" and not crash.message:
+            crash.message = stripped
+        elif crash.shape == "faulthandler":
+            thread = _FAULTHANDLER_THREAD.match(stripped)
+            if thread:
+                crash.in_current = thread.group("current") == "Current thread"
+                if crash.in_current:
+                    crash.frames = []
+            frame = _PY_FRAME.match(body)
+            if frame and crash.in_current:
+                # faulthandler lists the most recent call first
+                crash.frames.insert(0, Frame(frame.group("path"), int(frame.group("line")), frame.group("func")))
+        elif crash.shape == "go" and _GO_GOROUTINE.match(stripped):
+            crash.thread = stripped.split(" [", 1)[0]
+        elif crash.shape in ("python", "ipython", "bare"):
+            # A message that carries a traceback of its own (JAX's host callbacks, a subprocess's
+            # error): its frames are deeper than the ones that re-raised it.
+            frame = _PY_FRAME.match(body)
+            if frame:
+                crash.frames.append(Frame(frame.group("path"), int(frame.group("line")), frame.group("func")))
+        self._extend(crash, line_no, segment)
+
+    def _progress(self, key: Key, line_no: int, body: str) -> bool:
+        """Record a progress line (an unindented one: message and frame lines are indented)."""
+        mark = progress_of(body)
+        if mark is None and is_finish_line(body):
+            mark = ("done", "")
+        if mark is None:
+            return False
+        self.progress.setdefault(key, []).append((line_no, mark))
+        return True
+
+    def finish(self) -> LogCrashes:
+        crashes = sorted(self.last.values(), key=lambda c: c.line_no)
+        every = sorted(self.every.values(), key=lambda c: c.first_line)
+        plain = {key: lines for key, lines in self.plain.items()}
+        for crash in every:
+            # The progress that follows a crash counts once the crash (its message too) is over;
+            # so does a long run of the program's own output (a loop whose prints no pattern knows).
+            crash.survived = (_moved_after(_marks_for(self.progress, crash.host, crash.rank), crash.end_line)
+                              or _plain_after(plain, crash) > PLAIN_AFTER)
+        return LogCrashes(crashes, self.progress, every)
+
+
+def _plain_after(plain: dict[Key, list[int]], crash: Crash) -> int:
+    keys = [(crash.host, crash.rank)] if crash.rank is not None else list(plain)
+    return sum(len(plain.get(key, ())) - bisect_right(plain.get(key, []), crash.end_line) for key in keys)
+
+
+def _site_frame(site: str) -> Frame:
+    path, _, rest = site.partition(":")
+    line = rest.split(":", 1)[0]
+    return Frame(path, int(line) if line.isdigit() else None, None)
+
+
+def read_text(text: str, first_line: int = 1, file_rank: int | None = None, clock: LogClock | None = None) -> LogCrashes:
+    reader = _Reader(file_rank, clock or LogClock(None, None, ""))
     for offset, raw in enumerate(text.split("\n")):
         line_no = first_line + offset
         for segment in raw.split("\r"):
-            if not segment.strip():
-                continue
-            moment = log_time(segment)
-            if moment is not None:
-                last_time = moment
-            rank, body = strip_prefix(segment)
-            if rank is None:
-                rank = file_rank
-            stripped = body.rstrip()
-            header = _THREAD.match(stripped)
-            if header:
-                thread_headers.setdefault(rank, deque()).append(header.group("name"))
-                continue
-            if _TRACEBACK.match(stripped):
-                queue = thread_headers.get(rank)
-                thread = queue.popleft() if queue else None
-                open_tbs.setdefault(rank, deque()).append(_Open((line_no, segment), thread))
-                continue
-            queue_tb = open_tbs.get(rank)
-            if queue_tb and body[:1].isspace():
-                # Frames and code lines go to the newest traceback still open: good enough for
-                # evidence. Caret lines (^^^^ ~~~~) add nothing.
-                if stripped.strip("^~ "):
-                    queue_tb[-1].frames.append((line_no, segment))
-                continue
-            if stripped.startswith(_CHAIN):
-                continue
-            exc = _EXCEPTION.match(stripped) if not body[:1].isspace() else None
-            if exc and queue_tb:
-                tb = queue_tb.popleft()
-                evidence = [tb.start, *tb.frames[-2:], (line_no, segment)]
-                crash = Crash(rank, tb.thread, exc.group("type"), (exc.group("message") or "").strip(), line_no,
-                              evidence, last_time)
-                last[(rank, tb.thread)] = crash
-                pending_message[rank] = crash
-                continue
-            fatal = fatal_message(stripped)
-            if fatal is not None and not body[:1].isspace():
-                crash = Crash(rank, None, "Fatal", fatal.strip(), line_no, [(line_no, segment)], last_time, True)
-                key = (rank, "<fatal>")
-                last[key] = crash
-                continue
-            # A multi-line exception message (state_dict errors, NCCL errors) continues the crash.
-            pending = pending_message.get(rank)
-            if pending is not None and line_no - pending.line_no <= 6 and len(pending.lines) < 10:
-                pending.lines.append((line_no, segment))
-            else:
-                pending_message.pop(rank, None)
-    return sorted(last.values(), key=lambda c: c.line_no)
+            if segment.strip():
+                reader.line(line_no, segment)
+    return reader.finish()

@@ -5,7 +5,8 @@ users see it: decoded text (Unicode `\\w`, `\\d`, `.` as one character), with '\
 updates as lines of their own. So each pattern is parsed (with Python's own parser) and written
 back as a bytes pattern that matches at least wherever the rule pattern matches a line:
 
-- `^`, `$`, `\\A`, `\\Z` also hold at a '\\r' (as `(?<=\\r)`/`(?=\\r)` for `regex`, as a consumed
+- `^`, `$`, `\\A`, `\\Z` also hold at a '\\r', and `^` after a ':', ' ' or ']' that may end a
+  launcher's prefix (as `(?<=\\r)`/`(?=\\r)` for `regex`, as a consumed
   '\\r' for hyperscan, which has no lookaround; the scanner maps hyperscan's match end back to
   the line holding the match's last byte);
 - a character class or `.` may also eat one non-ASCII character, i.e. 1-4 bytes >= 0x80, and
@@ -52,8 +53,10 @@ class Anchors:
         self.end = end
 
 
-FOR_REGEX = Anchors(r"(?:^|(?<=\r))", r"(?:$|(?=\r))")
-FOR_HYPERSCAN = Anchors(r"(?:^|\r)", r"(?:$|\r)")
+# A line's start also holds after a launcher's prefix (lines.split_prefix), which always ends in
+# ':', ' ' or ']': rules read the line as the program wrote it.
+FOR_REGEX = Anchors(r"(?:^|(?<=[\r: \]]))", r"(?:$|(?=\r))")
+FOR_HYPERSCAN = Anchors(r"(?:^|[\r: \]])", r"(?:$|\r)")
 
 
 def _byte(code: int) -> str:

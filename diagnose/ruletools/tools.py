@@ -430,7 +430,7 @@ _TOKEN = re.compile(r"(?P<hexnum>0x[0-9a-fA-F]+)|(?P<hex>(?<![0-9A-Za-z])(?=[0-9
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s*")
 # What goes before the words of a line: a launcher's rank prefix, a timestamp, a glog header.
 _HEADS: tuple[Callable[[str], str], ...] = (
-    lambda body: strip_prefix(body)[1],
+    strip_prefix,
     lambda body: _TIMESTAMP.sub("", body, count=1),
     lambda body: GLOG_HEADER.sub("", body, count=1),
 )
@@ -444,7 +444,7 @@ def _escape(text: str) -> str:
 def pattern_from_line(line: str) -> str:
     """A regex for one real log line: escaped, numbers as \\d+, hex ids as [0-9a-f]+, leading
     timestamps and [rankN]: prefixes dropped (rules stay unanchored, so the line still matches)."""
-    body = line.strip()
+    body = strip_prefix(line.strip()).strip() or line.strip()  # launchers' prefixes (lines.split_prefix)
     changed = True
     while changed:
         changed = False

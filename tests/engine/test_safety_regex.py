@@ -27,6 +27,28 @@ CASES = {
     "redact-login": ("from diagnose.report.redact import redact as f", "'login('", "'token '"),
     # sarif fingerprint: a leading '[' and a long digit run
     "sarif-bracket-digits": ("from diagnose.report.sarif import normalise as f", "'1'", "'['"),
+    # launcher prefixes (lines.split_prefix): host names, task ids, stamps, nested prefixes
+    "prefix-host-chars": ("from diagnose.evidence.lines import split_prefix as f", "'a1.'"),
+    "prefix-digits": ("from diagnose.evidence.lines import split_prefix as f", "'1'"),
+    "prefix-nested": ("from diagnose.evidence.lines import split_prefix as f", "'[rank1]:'"),
+    "prefix-stamps": ("from diagnose.evidence.lines import split_prefix as f", "'Dec 01 20:44:22 '"),
+    # progress and finishing words (lines.progress_of, is_finish_line)
+    "progress-counts": ("from diagnose.evidence.lines import progress_of as f", "'1/'"),
+    "progress-steps": ("from diagnose.evidence.lines import progress_of as f", "'step '"),
+    "finish-words": ("from diagnose.evidence.lines import is_finish_line as f", "'training '"),
+    # the error shapes (tracebacks): a Rust panic's old quoted message, thread headers, IPython
+    # headers and frames, glog, a frame path, a bare exception name, a message that goes on
+    "shape-rust-quotes": ("from diagnose.engine.tracebacks import crashes_in_text as f", "\"', \"", "\"thread 'x' panicked at '\""),
+    "shape-thread-header": ("from diagnose.engine.tracebacks import crashes_in_text as f", "'a: '", "'Exception in thread '"),
+    "shape-ipython-header": ("from diagnose.engine.tracebacks import crashes_in_text as f", "'a  '", "'KeyError'"),
+    "shape-ipython-frame": ("from diagnose.engine.tracebacks import crashes_in_text as f", "'/a.py'",
+                            "'KeyError    Traceback (most recent call last)\\nFile '"),
+    "shape-glog": ("from diagnose.engine.tracebacks import crashes_in_text as f", "' 1'", "'F1130 03:45:51.123'"),
+    "shape-frame-path": ("from diagnose.engine.tracebacks import crashes_in_text as f", "'a'",
+                         "'Traceback (most recent call last):\\n  File \"'"),
+    "shape-exception-name": ("from diagnose.engine.tracebacks import crashes_in_text as f", "'a.'", "'A'"),
+    "shape-caught-in": ("from diagnose.engine.tracebacks import crashes_in_text as f", "' in '",
+                        "'Traceback (most recent call last):\\nKeyError: Caught KeyError'"),
     # cuda device assertion site
     "cuda-assert-site": ("from diagnose.engine.analyzers.cuda import _ASSERT; f = _ASSERT.search", "'_'"),
     # nvidia-smi CSV header unit

@@ -169,12 +169,12 @@ def test_crash_after_a_few_lines(launches: Launches, tmp_path: Path) -> None:
     assert done.code == 1, done.err
     assert "cr1: started, then failed: python3" in done.out and "exited with status 1" in done.out
     assert "| step 1 loss 2.40" in done.out
-    assert "cause: Unrecognised exception: ValueError: bad batch shape (3, 224) [unrecognised.crash]" in done.out
+    assert "cause: Your code raised ValueError: bad batch shape (3, 224) at train.py:6 [unrecognised.crash]" in done.out
     assert launches.record("cr1")["exit"]["code"] == 1
     watched = launches.run(["watch", "cr1", "--every", "0.3s"], work)
     assert watched.code == 1
     assert "cr1 exit: exit status 1" in watched.out
-    assert "1. Unrecognised exception: ValueError: bad batch shape (3, 224)" in watched.out
+    assert "1. Your code raised ValueError: bad batch shape (3, 224) at train.py:6" in watched.out
     # The record goes into the bundle; the bundle gives the same answer elsewhere.
     bundle = tmp_path / "cr1.tar.gz"
     collected = launches.run(["collect", "cr1", "-o", str(bundle)], work)

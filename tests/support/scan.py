@@ -15,7 +15,7 @@ import regex
 
 from diagnose.engine import scan
 from diagnose.engine.scan import KEEP, MAX_LINE, FileScan, PatternSet, Scanner
-from diagnose.evidence.lines import ANSI_BYTES, rank_of
+from diagnose.evidence.lines import ANSI_BYTES, split_prefix
 from diagnose.evidence.model import TextFile, TextKind
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -51,16 +51,18 @@ class RefHit:
 
 def reference(path: Path, patterns: Sequence[str], kind: TextKind = TextKind.LOG) -> dict[tuple[int, int | None], list[RefHit]]:
     """The definition, line by line: ANSI stripped, '\\r' and '\\n' end lines, invalid UTF-8
-    replaced, cut at 64 KiB; line numbers count '\\n'. Every hit, per (pattern, rank)."""
+    replaced, cut at 64 KiB; line numbers count '\\n'; a pattern is tried on the whole line, then on the line without its
+    launcher prefixes when the whole line does not match. Every hit, per (pattern, rank)."""
     compiled = [regex.compile(p) for p in patterns]
     data = ANSI_BYTES.sub(b"", decompressed(path))
     hits: dict[tuple[int, int | None], list[RefHit]] = {}
     for line_no, physical in enumerate(data.split(b"\n"), start=1):
         for segment in physical.split(b"\r"):
             text = segment[:MAX_LINE].decode("utf-8", errors="replace")
-            rank = rank_of(text) if kind is TextKind.LOG else None
+            prefix, body = split_prefix(text)
+            rank = prefix.global_rank if kind is TextKind.LOG else None
             for index, pattern in enumerate(compiled):
-                match = pattern.search(text)
+                match = pattern.search(text) or (pattern.search(body) if prefix.width else None)
                 if match:
                     captures = {k: v for k, v in match.groupdict().items() if v is not None}
                     hits.setdefault((index, rank), []).append(RefHit(line_no, text, captures))

@@ -157,7 +157,7 @@ def xid_events(evidence: Evidence, tail_bytes: int = 4 * 1024 * 1024, gaps: list
                 events.append(XidEvent(
                     int(match.group("xid")), match.group("pci"), match.group("pid"), match.group("name"),
                     match.group("msg").strip(), source.display, first + offset, line,
-                    kernel_time(line, source.boot_time, source.year),
+                    kernel_time(line, source.boot_time, source.year, source.mtime),
                 ))
     return events
 
@@ -260,9 +260,27 @@ def _first_device_error(asserts: list[LogLine], xids: list[XidEvent], reported: 
     return "", None
 
 
+# Errors the CUDA runtime returns from the call that caused them: torch still appends "might be
+# asynchronously reported" to every CUDA error, but for these the stack trace is right. Stream
+# capture's errors come from the capturing call itself (seen on an H200, torch 2.11:
+# tests/data/shapes/cuda-graph-capture.log); the others are refused at the call (CUDA runtime API,
+# cudaError_t: "returned by this call", not by a kernel's execution).
+SYNCHRONOUS_ERRORS = (
+    "when stream is capturing", "depend on a capturing blocking stream", "previous error during capture",
+    "during CUDA graph capture", "invalid device ordinal", "no kernel image is available", "invalid device function",
+    "CUDA driver version is insufficient", "no CUDA-capable device is detected", "busy or unavailable",
+    "too many resources requested for launch",
+)
+
+
+def is_synchronous(error: str) -> bool:
+    return any(words in error for words in SYNCHRONOUS_ERRORS)
+
+
 @register("cuda_async")
 def cuda_async(inp: AnalyzerInput) -> AnalyzerOutput:
-    """Name the reported CUDA error and the first real device error behind it."""
+    """Name the reported CUDA error and the first real device error behind it; a CUDA error the
+    failing call itself raised (stream capture, a bad device) was not reported asynchronously."""
     out = AnalyzerOutput()
     asserts, errors, xids = _device_errors(inp.evidence)
     reported = ""
@@ -274,6 +292,9 @@ def cuda_async(inp: AnalyzerInput) -> AnalyzerOutput:
     if not reported and errors:
         match = _CUDA_ERROR.search(errors[0].text)
         reported = match.group("err").strip() if match else ""
+    if reported and is_synchronous(reported) and not asserts and not any(x.kind == HARDWARE for x in xids):
+        out.discard = True  # torch's boilerplate line, under an error whose stack trace is true
+        return out
     out.captures["cuda_error"] = reported or "?"
     if asserts:
         match = _ASSERT.search(asserts[0].text)

@@ -10,6 +10,8 @@ captures and evidence, e.g. which rank was behind when an NCCL watchdog fired.
   assertion, Xid) in the timeline.
 - xid: the NVIDIA Xid table (what a number means, application or hardware).
 - nccl_error: NCCL's own words behind a torch NCCL error ("Last error:", NCCL WARN lines).
+- sigkill: a SIGKILL without an OOM record -> killed from outside when a kernel log covers the
+  moment and holds no OOM kill of the run's, else probably out of memory.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from importlib import import_module
 from diagnose.engine.analyzers.base import ANALYZERS, Analyzer, AnalyzerInput, AnalyzerOutput, register
 
 # Importing the modules registers their analyzers.
-for _module in ("collectives", "cuda", "nccl", "torchelastic"):
+for _module in ("collectives", "cuda", "nccl", "signals", "torchelastic"):
     import_module(f"diagnose.engine.analyzers.{_module}")
 
 __all__ = ["ANALYZERS", "Analyzer", "AnalyzerInput", "AnalyzerOutput", "register"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from diagnose.engine.findings import reread_gap
 from diagnose.engine.tracebacks import Crash, find_crashes
-from diagnose.evidence.lines import GLOG_TIME, log_time, rank_of, strip_ansi, strip_prefix
+from diagnose.evidence.lines import log_time, rank_of, strip_ansi, strip_prefix
 from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextFile, TextKind
 from diagnose.evidence.parsers.elastic import ROOT_HEADER, ElasticSummary, parse_failure_summary
 from diagnose.evidence.textio import read_tail
@@ -23,9 +23,8 @@ TAIL_BYTES = 4 * 1024 * 1024
 _CACHE_SIZE = 4
 
 # Torch C++ log lines and NCCL's own lines are the library talking, not the training script.
-# (glog's time from lines.py; "[W socket.cpp:697]" is the older c10 header, with no time.)
 _LIBRARY_LINE = re.compile(
-    GLOG_TIME.pattern + r"|^\[[IWEF] [\w.]+:\d+\]|NCCL (?:INFO|WARN)|^Exception raised from |^frame #\d+"
+    r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d|^\[[IWEF] [\w.]+:\d+\]|NCCL (?:INFO|WARN)|^Exception raised from |^frame #\d+"
     r"|^(?:Extension modules:|Fatal Python error|Thread 0x|Current thread 0x|terminate called|<no Python frame>)"
 )
 _INNER_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
@@ -70,8 +69,8 @@ class LogLine:
 
     @property
     def body(self) -> str:
-        """The line without torchrun's / torch's rank prefixes."""
-        return strip_prefix(self.text)[1].strip()
+        """The line without the launchers' prefixes (lines.split_prefix)."""
+        return strip_prefix(self.text).strip()
 
 
 @dataclass
@@ -121,7 +120,6 @@ class RunLog:
                     found.extend((source.display, crash) for crash in find_crashes(Path(source.path), source.rank, TAIL_BYTES))
                 except Exception as exc:  # a log that cannot be re-read has no crashes to offer
                     self.gaps.append(reread_gap(source.display, exc, "its last exception was not looked for"))
-                    continue
             self._crashes = found
         return self._crashes
 
@@ -174,7 +172,7 @@ def _collective(line: LogLine) -> CollectiveRecord | None:
 
 def own_output(text: str) -> bool:
     """A line the training code printed itself: not torch's / NCCL's logging, not a traceback."""
-    body = strip_prefix(text)[1]
+    body = strip_prefix(text)
     if not body.strip() or body[:1].isspace():  # traceback frames and code lines are indented
         return False
     return not _LIBRARY_LINE.search(body) and not body.startswith("Traceback")

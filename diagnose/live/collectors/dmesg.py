@@ -56,7 +56,8 @@ def collect(ctx: Context) -> Output:
     result = ctx.run(argv, cap=ctx.remaining() * 0.6, keep="tail")
     lines = [line for line in _whole_lines(result).splitlines(keepends=True) if line.strip() and not line.startswith(b"-- ")]
     if result.ok and lines:
-        kept, total = _window_clock(b"".join(lines), start, end, time.localtime().tm_year)
+        now = time.time()  # journalctl read now: its year-less times are at or before now
+        kept, total = _window_clock(b"".join(lines), start, end, time.localtime(now).tm_year, now)
         return _output(ctx, source, "kernel/journalctl-k.txt", kept, total, boot, start, end, result.truncated)
     if result.ok:
         why = next((line.strip() for line in result.err.splitlines() if line.strip()), "") or "no entries"
@@ -89,7 +90,7 @@ def collect(ctx: Context) -> Output:
             data = data[data.find(b"\n") + 1 :]  # the first line is cut
         data = b"".join(line for line in data.splitlines(keepends=True) if b" kernel: " in line)
         if data:
-            kept, total = _window_clock(data, start, end, time.localtime(st.mtime).tm_year)
+            kept, total = _window_clock(data, start, end, time.localtime(st.mtime).tm_year, st.mtime)
             return _output(ctx, path, "kernel/" + path.strip("/").replace("/", "_"), kept, total, boot, start, end)
         tried.append(f"{path}: no kernel lines")
     head = "permission denied" if denied else "timed out" if timed_out else "no kernel log available"
@@ -165,6 +166,8 @@ def _window_dmesg(data: bytes, boot: float | None, start: float | None, end: flo
     return _window(data, start, end, moment, 64)
 
 
-def _window_clock(data: bytes, start: float | None, end: float | None, year: int) -> tuple[bytes, int]:
-    """syslog/journal lines, which carry wall-clock times."""
-    return _window(data, start, end, lambda line: kernel_time(line, None, year), 80)
+def _window_clock(data: bytes, start: float | None, end: float | None, year: int,
+                  not_after: float | None = None) -> tuple[bytes, int]:
+    """syslog/journal lines, which carry wall-clock times without a year: the year of when the
+    file was last written (or read), the year before for a date after that (New Year)."""
+    return _window(data, start, end, lambda line: kernel_time(line, None, year, not_after), 80)

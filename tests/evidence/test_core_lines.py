@@ -7,9 +7,9 @@ import re
 
 from diagnose.engine.analyzers.runlog import LogLine
 from diagnose.engine.tracebacks import crashes_in_text
-from diagnose.evidence.lines import GLOG_HEADER, log_time, strip_ansi, strip_prefix
+from diagnose.evidence.lines import GLOG_HEADER, log_time, rank_of, strip_ansi, strip_prefix
 from diagnose.ruletools.tools import pattern_from_line
-from tests.conftest import DATA, FIXTURES
+from tests.support.paths import DATA, FIXTURES
 
 GLOO = (FIXTURES / "gloo-timeout" / "logs" / "train.log").read_text().splitlines()
 TEE = (FIXTURES / "seed-flex7-tmux-died" / "logs" / "train_flex6.log").read_text().splitlines()
@@ -24,20 +24,21 @@ def line(lines: list[str], start: str) -> str:
 
 
 def test_rank_prefixes_of_torch_and_torchrun() -> None:
-    assert strip_prefix(line(TEE, "[default0]:[rank0] init done"))[1].startswith("init done: world_size=2")
-    assert strip_prefix(line(TEE, "[default0]:[rank0] init done"))[0] == 0
-    rank, body = strip_prefix(line(GLOO, "[rank0]:   File "))
+    assert strip_prefix(line(TEE, "[default0]:[rank0] init done")).startswith("init done: world_size=2")
+    assert rank_of(line(TEE, "[default0]:[rank0] init done")) == 0
+    rank, body = rank_of(line(GLOO, "[rank0]:   File ")), strip_prefix(line(GLOO, "[rank0]:   File "))
     assert rank == 0 and body.startswith("  File ")  # a frame keeps its indent: it is a frame
-    assert strip_prefix(line(GLOO, "[rank0]: Traceback")) == (0, "Traceback (most recent call last):")
-    assert strip_prefix(WATCHDOG)[1].startswith("[E1206 18:44:12")
+    traceback = line(GLOO, "[rank0]: Traceback")
+    assert (rank_of(traceback), strip_prefix(traceback)) == (0, "Traceback (most recent call last):")
+    assert strip_prefix(WATCHDOG).startswith("[E1206 18:44:12")
     unprefixed = line(GLOO, "W")  # torchrun's own glog lines have no rank prefix
-    assert strip_prefix(unprefixed) == (None, unprefixed)
+    assert (rank_of(unprefixed), strip_prefix(unprefixed)) == (None, unprefixed)
 
 
 def test_glog_headers_python_and_cpp() -> None:
     python = line(GLOO, "W1130 04:52:23.633000 20009 torch/distributed/run.py:874] Setting OMP_NUM_THREADS")
     assert GLOG_HEADER.sub("", python, count=1).startswith("Setting OMP_NUM_THREADS environment variable")
-    assert GLOG_HEADER.sub("", strip_prefix(WATCHDOG)[1], count=1).startswith("[Rank 0] Watchdog caught")
+    assert GLOG_HEADER.sub("", strip_prefix(WATCHDOG), count=1).startswith("[Rank 0] Watchdog caught")
     assert log_time(WATCHDOG, 2026) is not None  # the time of a glog line behind a rank prefix
 
 

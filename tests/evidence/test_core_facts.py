@@ -24,7 +24,8 @@ from diagnose.evidence.parsers.tmux import parse_tmux
 from diagnose.rules.load import load_rules
 from diagnose.rules.testcase import modernise, old_spellings
 from diagnose.ruletools.selftest import check_case, evidence_for_case
-from tests.conftest import FIXTURES, run_cli
+from tests.support.cli import run_cli
+from tests.support.paths import FIXTURES
 
 # Fixtures whose manifests hold every stored fact section between them (real collections).
 STORED = ("seed-flex7-tmux-died", "seed-flex6-nohup-reaped", "seed-wandb-settings", "ckpt-disk-full")

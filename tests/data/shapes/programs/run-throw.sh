@@ -1,0 +1,3 @@
+#!/bin/bash
+echo "starting data prep"
+./throw
