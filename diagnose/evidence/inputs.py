@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from diagnose.errors import InputError
@@ -70,8 +70,9 @@ def _walk(folder: Path, notes: list[str]) -> Iterable[Path]:
         stack.extend((sub, depth + 1) for sub in reversed(subfolders))
 
 
-def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], list[str]]:
-    """Resolve `diagnose scan` arguments into file entries, bundles, and notes on skipped files."""
+def collect_paths(args: Sequence[str], names: Mapping[str, str] | None = None) -> tuple[list[FileEntry], list[Path], list[str]]:
+    """Resolve `diagnose scan` arguments into file entries, bundles, and notes on skipped files.
+    names: display names for some paths (standard input's copy is "<stdin>")."""
     entries: list[FileEntry] = []
     bundles: list[Path] = []
     notes: list[str] = []
@@ -107,6 +108,8 @@ def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], lis
             continue
         entry = _entry(path, forced, notes, strict=True)
         if entry is not None:
+            if names and raw in names:
+                entry = (entry[0], entry[1], names[raw], entry[3], entry[4])
             entries.append(entry)
     return entries, bundles, notes
 
@@ -168,8 +171,8 @@ def _entry(path: Path, forced: FileKind | None, notes: list[str], strict: bool) 
     return (kind, path, display_path(path), rank_from_path(path), mtime)
 
 
-def evidence_from_paths(args: Sequence[str]) -> Evidence:
-    entries, bundles, notes = collect_paths(args)
+def evidence_from_paths(args: Sequence[str], names: Mapping[str, str] | None = None) -> Evidence:
+    entries, bundles, notes = collect_paths(args, names)
     if not bundles:
         return evidence_from_files(entries, notes=notes)
     from diagnose.evidence.bundle import evidence_from_bundle

@@ -50,6 +50,10 @@ class TextFile:
     mtime: float | None = None
     boot_time: float | None = None  # dmesg only: wall time of boot, to place [secs] on the clock
     year: int | None = None  # syslog-style kernel logs carry no year
+    # Read from a bundle: the bundle (as given) and the file's path inside it; reports that link
+    # to files (SARIF) name the file by these, the host path (display) kept beside.
+    bundle: str | None = None
+    member: str | None = None
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,14 @@ class PlainWriter:
 
 
 class RichWriter:
-    def __init__(self, out: IO[str]) -> None:
+    def __init__(self, out: IO[str], force: bool = False) -> None:
         from rich.console import Console
 
-        self.console = Console(file=out, highlight=False, emoji=False)
+        # The caller decided on colour (--color, NO_COLOR, FORCE_COLOR): rich must not decide again
+        # from the same variables. force: colour where the output is no terminal (a CI log), in
+        # the 16 standard colours every log viewer shows (a CI's TERM is often "dumb").
+        self.console = Console(file=out, highlight=False, emoji=False, no_color=False,
+                               force_terminal=True if force else None, color_system="standard" if force else "auto")
 
     def line(self, *spans: Span) -> None:
         from rich.text import Text
@@ -125,9 +129,18 @@ def _host_events(w: Writer, heading: str, causes: list[Cause]) -> None:
 
 
 def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
-           rules: Mapping[str, object] | None = None, fail_on: str = "error") -> None:
+           rules: Mapping[str, object] | None = None, fail_on: str = "error", color: bool | None = None,
+           quiet: bool = False) -> None:
+    """color: None follows the output (a terminal gets colour), True forces it, False turns it off.
+    quiet: only the summary line."""
+    if quiet:
+        from diagnose.report._common import summary_line
+
+        out.write(summary_line(diagnosis) + "\n")
+        return
     is_tty = hasattr(out, "isatty") and out.isatty()
-    w: Writer = RichWriter(out) if is_tty else PlainWriter(out)
+    use_color = is_tty if color is None else color
+    w: Writer = RichWriter(out, force=not is_tty) if use_color else PlainWriter(out)
     run = diagnosis.evidence.run
     inputs = f": {', '.join(run.inputs)}" if run.inputs and run.mode != "live" else ""
     w.line(("diagnose", "bold"), (f"  run {run.id} ({run.mode}{inputs})", ""))
