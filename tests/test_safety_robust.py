@@ -197,4 +197,4 @@ def test_absurd_run_ids_are_usage_errors(tmp_path: Path, run_id: str, message: s
 def test_a_200_character_run_id_is_a_run_id(tmp_path: Path) -> None:
     result = run_cli(["r" * 200, "--dir", str(tmp_path)], cwd=tmp_path)
     assert result.returncode == 2
-    assert "found no files, process or tmux session of this run" in result.stderr
+    assert "relates to this run id" in result.stderr

@@ -45,9 +45,11 @@ def attribute(event: KernelEvent, view: RunView) -> Attribution:
     tie = _by_name_and_time(event, view)
     if tie:
         return Attribution(OWN, tie)
-    if not view.has_logs and not view.known:
-        # Only a kernel log was given: there is no run to hold it against.
-        return Attribution(OWN, "only a kernel log was given")
+    if not view.known and (not view.has_logs or event.time is None):
+        # Captured files handed in together: with only a kernel log, or one whose clock cannot be
+        # put beside the log's, there is nothing to hold the event against but the user's word.
+        why = "only a kernel log was given" if not view.has_logs else "given with the run's log; its clock cannot be compared"
+        return Attribution(OWN, why)
     when = "" if event.time is None else " inside the run's window"
     return Attribution(UNATTRIBUTED, f"{event.describe()}{when}; nothing ties it to this run (pid, cgroup or timing)")
 

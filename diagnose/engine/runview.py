@@ -127,7 +127,9 @@ def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
     if evidence.files is not None and not missing:
         missing = [f.path for f in evidence.files if f.role == "log" and (not f.exists or f.size == 0)]
     logs = own_logs(evidence)
-    last_write = max((t.mtime for t in logs if t.mtime is not None), default=None)
+    # A scan's files may be copies (a checkout, a CI artifact): their mtimes say nothing of the run.
+    trust_mtime = evidence.run.mode != "scan"
+    last_write = max((t.mtime for t in logs if t.mtime is not None), default=None) if trust_mtime else None
     end_source = "the log's last write" if last_write is not None else ""
     first_time: float | None = None
     for text in logs:
