@@ -322,7 +322,7 @@ def evidence_label(evidence: Any) -> str:
 def delayed_status(label: str, delay: float = 1.0) -> Any:
     """A rich spinner on stderr, shown only when the work lasts past `delay` seconds and stderr is a
     terminal (never in a pipe or a CI log; DIAGNOSE_PROGRESS=0 turns it off)."""
-    from diagnose.report.progress import DelayedStatus
+    from diagnose.report._progress import DelayedStatus
 
     return DelayedStatus(label, delay, enabled=sys.stderr.isatty() and os.environ.get("DIAGNOSE_PROGRESS") != "0")
 

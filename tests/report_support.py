@@ -80,7 +80,8 @@ def load_rules_cached(*extra: Path) -> RuleSet:
 
 def invoke(args: Sequence[str], env: Mapping[str, str | None] | None = None, cwd: Path = REPO) -> Result:
     """Run the CLI in-process from the repo root (the click entry point, exit code included)."""
-    full_env: dict[str, str | None] = {"GITHUB_STEP_SUMMARY": None, "DIAGNOSE_DEBUG": None}
+    full_env: dict[str, str | None] = {"GITHUB_STEP_SUMMARY": None, "GITHUB_OUTPUT": None, "GITHUB_ACTIONS": None,
+                                       "DIAGNOSE_SARIF_CATEGORY": None, "DIAGNOSE_MATRIX": None, "DIAGNOSE_DEBUG": None}
     full_env.update(env or {})
     with working_dir(cwd), patch.object(cli, "load_ruleset", _cached_load_ruleset):
         return CliRunner().invoke(main, list(args), env=full_env, catch_exceptions=False)
