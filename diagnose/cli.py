@@ -266,7 +266,7 @@ def main() -> None:
       diagnose BUNDLE            diagnose a saved bundle (directory or .tar.gz)
       diagnose scan PATH...      scan captured files: logs, dmesg, nvidia-smi, pip freeze
       diagnose collect RUN_ID -o OUT   save the evidence as a bundle
-      diagnose rules list|show|test|lint|new
+      diagnose rules list|show|test|lint|new|docs|schema
 
     Exit codes: 0 nothing at or above --fail-on, 1 causes found, 2 error, 130 interrupted.
     """
@@ -532,6 +532,37 @@ def rules_lint(paths: tuple[Path, ...], rule_dirs: tuple[Path, ...], config_path
         click.echo(issue.render())
     click.echo(lint_summary(report), err=True)
     sys.exit(ExitCode.FINDINGS if report.errors else ExitCode.OK)
+
+
+@rules_group.command("docs")
+@click.argument("directory", type=click.Path(path_type=Path))
+@rule_options
+@click.option("--builtin-only", is_flag=True, help="Only the built-in rules (as docs/rules/ of the project holds them).")
+@guarded
+def rules_docs(directory: Path, rule_dirs: tuple[Path, ...], config_path: Path | None, builtin_only: bool) -> None:
+    """Write one Markdown page per rule (what it means, the fix, the real lines its tests match,
+    references) and an index (README.md) into DIRECTORY. SARIF's helpUri points at these pages."""
+    from diagnose.ruletools.docs import write_rule_docs
+
+    rules = load_ruleset(rule_dirs, config_rule_dirs(config_path)).rules
+    if builtin_only:
+        rules = [r for r in rules if r.builtin]
+    try:
+        written = write_rule_docs(rules, directory)
+    except OSError as exc:
+        raise DiagnoseError(f"{directory}: cannot write the rule pages ({exc.strerror or exc})") from None
+    click.echo(f"diagnose: wrote {len(written)} page(s) into {directory}", err=True)
+
+
+@rules_group.command("schema")
+@guarded
+def rules_schema() -> None:
+    """Print the JSON Schema of a rule file (the one shipped as diagnose/schema/rule.schema.json)."""
+    import json
+
+    from diagnose.ruletools.schema import rule_schema
+
+    click.echo(json.dumps(rule_schema(), indent=2))
 
 
 @rules_group.command("new")

@@ -19,7 +19,7 @@ from diagnose import cli
 from diagnose.app import diagnose
 from diagnose.engine.findings import Diagnosis
 from diagnose.evidence.inputs import evidence_from_paths
-from diagnose.report.render import OPTIONS, MODULES, Format, module_reporter, reporter
+from diagnose.report.render import MODULES, OPTIONS, Format, module_reporter, reporter
 from diagnose.rules.model import RuleSet
 from tests.conftest import REPO
 from tests.report_support import (

@@ -11,10 +11,17 @@ from typing import Any
 
 import pytest
 
+from diagnose import HOMEPAGE
 from diagnose.app import diagnose
 from diagnose.evidence.inputs import evidence_from_paths
-from diagnose import HOMEPAGE
-from diagnose.report.sarif import FINGERPRINT_KEY, LEVEL, LINE_HASH_KEY, automation_id, template_text, to_sarif
+from diagnose.report.sarif import (
+    FINGERPRINT_KEY,
+    LEVEL,
+    LINE_HASH_KEY,
+    automation_id,
+    template_text,
+    to_sarif,
+)
 from diagnose.rules.model import RuleSet
 from tests.conftest import REPO
 from tests.report_support import (
@@ -245,7 +252,7 @@ def test_line_hash_is_stable_across_two_real_runs_of_one_failure(tmp_path: Path)
     second = real_failure_log(tmp_path, "run2.log")
     assert first.read_text() != second.read_text()
     docs = [sarif_of(str(first)), sarif_of(str(second))]
-    primary = [[loc["physicalLocation"]["region"]["snippet"]["text"] for loc in d["runs"][0]["results"][0]["locations"]][0]
+    primary = [next(loc["physicalLocation"]["region"]["snippet"]["text"] for loc in d["runs"][0]["results"][0]["locations"])
                for d in docs]
     assert primary[0] != primary[1], primary  # the raw primary lines differ (a pid, a time, a temp path...)
     hashes = [fingerprints(d, LINE_HASH_KEY) for d in docs]

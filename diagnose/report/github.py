@@ -23,7 +23,14 @@ from typing import IO
 
 from diagnose.engine.findings import Cause, Diagnosis
 from diagnose.evidence.model import EvidenceItem
-from diagnose.report._common import at_or_above, is_file_evidence, relative_path, scan_root, severity_counts, strip_ansi
+from diagnose.report._common import (
+    at_or_above,
+    is_file_evidence,
+    relative_path,
+    scan_root,
+    severity_counts,
+    strip_ansi,
+)
 from diagnose.report.markdown import render_markdown
 from diagnose.vocab import Severity
 
