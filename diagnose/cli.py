@@ -126,7 +126,8 @@ def rule_options(func: F) -> F:
         click.option("--rules", "rule_dirs", type=click.Path(path_type=Path), multiple=True,
                      help="Extra rule folder or file (may repeat); same id overrides a built-in rule."),
         click.option("--config", "config_path", type=click.Path(path_type=Path),
-                     help="Config file (default: ./diagnose.toml, else ~/.config/diagnose/config.toml)."),
+                     help="Config file (default: the nearest diagnose.toml, or pyproject.toml with [tool.diagnose], "
+                          "here or in a folder above; else ~/.config/diagnose/config.toml)."),
     ])
 
 
@@ -322,8 +323,12 @@ def evidence_label(evidence: Any) -> str:
 def delayed_status(label: str, delay: float = 1.0) -> Any:
     """A rich spinner on stderr, shown only when the work lasts past `delay` seconds and stderr is a
     terminal (never in a pipe or a CI log; DIAGNOSE_PROGRESS=0 turns it off)."""
+    import contextlib
+
     from diagnose.report._progress import DelayedStatus
 
+    with contextlib.suppress(ValueError):  # DIAGNOSE_PROGRESS_AFTER: the delay in seconds (tests show it at once)
+        delay = float(os.environ.get("DIAGNOSE_PROGRESS_AFTER", delay))
     return DelayedStatus(label, delay, enabled=sys.stderr.isatty() and os.environ.get("DIAGNOSE_PROGRESS") != "0")
 
 
@@ -359,7 +364,10 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
     exists = path_exists(path)
     if not exists and looks_like_bundle_path(target):
         # ./nope.tar.gz, runs/flex7/: a path the user meant, not a run id to look for
-        raise DiagnoseError(f"{target}: no such bundle (a folder or .tar.gz written by `diagnose collect`)")
+        from diagnose.live.runs import RUN_ID
+
+        also = "" if RUN_ID.match(target) else "; and not a run id (letters, digits and . _ - @ + = : only)"
+        raise DiagnoseError(f"{target}: no such bundle (a folder or .tar.gz written by `diagnose collect`){also}")
     check_dirs(search_dirs)
     if exists and is_bundle(path):
         evidence = evidence_from_bundle(path)  # first: a bad bundle is refused without waiting on the rules
@@ -388,7 +396,7 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
 @click.option("-o", "--output", "out", type=click.Path(path_type=Path), required=True,
               help="Bundle to write: a new directory, or a file ending in .tar.gz.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
-              help="Config file (default: ./diagnose.toml, else ~/.config/diagnose/config.toml).")
+              help="Config file (default: the nearest diagnose.toml or pyproject.toml [tool.diagnose], else the user config).")
 @search_dir_option
 @click.option("-v", "--verbose", is_flag=True, help="Show gap reasons in full.")
 @click.option("--raw", is_flag=True,

@@ -22,6 +22,14 @@ NAME = "stdin"  # the copy's file name
 DISPLAY = "<stdin>"  # how reports name it
 
 
+def _replace(arg: str, copy: str) -> str:
+    if arg == STDIN:
+        return copy
+    if arg.endswith(":" + STDIN):  # KIND:-
+        return arg[: -len(STDIN)] + copy
+    return arg
+
+
 @contextlib.contextmanager
 def stdin_paths(args: Sequence[str], stream: BinaryIO) -> Iterator[tuple[list[str], dict[str, str]]]:
     """The arguments with `-` (or `KIND:-`) replaced by the path of a copy of standard input, and
@@ -51,6 +59,6 @@ def stdin_paths(args: Sequence[str], stream: BinaryIO) -> Iterator[tuple[list[st
             import sys
 
             sys.stderr.write(f"diagnose: warning: standard input cut at its first {MAX_STDIN >> 30} GiB\n")
-        yield [str(copy) if arg == STDIN else arg[: -len(STDIN)] + str(copy) for arg in args], {str(copy): DISPLAY}
+        yield [_replace(arg, str(copy)) for arg in args], {str(copy): DISPLAY}
     finally:
         remove(folder)
