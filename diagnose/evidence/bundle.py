@@ -393,7 +393,8 @@ def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mod
     if run.get("collect_seconds") is not None:
         stats["collect_seconds"] = run["collect_seconds"]
     return Evidence(info, base.texts, base.packages, base.gpu, tmux, expected, checkpoints, process, exits, tuple(gaps),
-                    base.notes + tuple(str(n) for n in run.get("notes") or ()), stats, identity=identity)
+                    base.notes + tuple(str(n) for n in run.get("notes") or ()), stats, identity=identity,
+                    metrics=base.metrics)
 
 
 def _checkpoints(data: Mapping[str, Any]) -> CheckpointState:

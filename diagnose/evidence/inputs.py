@@ -10,7 +10,7 @@ from pathlib import Path
 from diagnose.errors import InputError
 from diagnose.evidence.assemble import FileEntry, display_path, evidence_from_files, merge
 from diagnose.evidence.model import Evidence, FileKind
-from diagnose.evidence.sniff import rank_from_path, skip_in_folder, sniff, split_kind
+from diagnose.evidence.sniff import base_name, folder_skip_reason, rank_from_path, sniff, split_kind
 from diagnose.evidence.textio import (
     HEAD_BYTES,
     looks_binary,
@@ -94,7 +94,9 @@ def collect_paths(args: Sequence[str], names: Mapping[str, str] | None = None) -
             if not members:
                 raise InputError(f"{raw}: empty directory, nothing to scan")
             for member in members:
-                if forced is None and skip_in_folder(member):
+                why = folder_skip_reason(member) if forced is None else None
+                if why is not None:
+                    notes.append(f"skipped {display_path(member)}: {why}")
                     continue
                 entry = _entry(member, forced, notes, strict=False)
                 if entry is not None:
@@ -158,12 +160,17 @@ def _entry(path: Path, forced: FileKind | None, notes: list[str], strict: bool) 
             raise
         notes.append(f"skipped {exc.message}")
         return None
-    if looks_binary(head):
+    kind = forced or sniff(path, head)
+    if looks_binary(head) and kind is not FileKind.NCCL_TRACE:  # a flight-recorder dump is a pickle
         if strict:
             raise InputError(f"{path}: binary file, not a text log (give KIND:PATH only for text files)")
         notes.append(f"skipped {display_path(path)}: binary file")
         return None
-    kind = forced or sniff(path, head)
+    if not strict and forced is None and kind is FileKind.LOG and base_name(path).endswith(".json"):
+        # JSON is read when its content is known evidence; any other (a config, a tokenizer) is said, not scanned
+        notes.append(f"skipped {display_path(path)}: JSON that is no known evidence (pod status, trainer_state, "
+                     "wandb summary, error file, NVML)")
+        return None
     try:
         mtime = path.stat().st_mtime
     except OSError:
@@ -181,7 +188,7 @@ def evidence_from_paths(args: Sequence[str], names: Mapping[str, str] | None = N
         bundle = evidence_from_bundle(bundles[0])
         return Evidence(bundle.run, bundle.texts, bundle.packages, bundle.gpu, bundle.tmux, bundle.files,
                         bundle.checkpoints, bundle.process, bundle.exits, bundle.gaps, tuple(notes) + bundle.notes,
-                        identity=bundle.identity)
+                        identity=bundle.identity, metrics=bundle.metrics)
     evidence = evidence_from_files(entries, notes=notes)
     for path in bundles:
         evidence = merge(evidence, evidence_from_bundle(path))

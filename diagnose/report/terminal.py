@@ -173,8 +173,12 @@ def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
         w.line(("Could not check:", "bold yellow"))
         for gap in diagnosis.gaps:
             w.line((f"  {gap.source}: {gap.reason}", "yellow"))
-    for note in diagnosis.evidence.notes:
+    notes = list(diagnosis.evidence.notes)
+    skipped_files = [n for n in notes if n.startswith("skipped ")]
+    for note in notes if verbose else [n for n in notes if not n.startswith("skipped ")]:
         w.line((f"  note: {note}", "dim"))
+    if skipped_files and not verbose:
+        w.line((f"  {len(skipped_files)} file(s) skipped, not evidence or unreadable (-v lists them and why)", "dim"))
     if diagnosis.skipped:
         if verbose:
             w.line(("Skipped (evidence missing):", "dim bold"))

@@ -17,7 +17,8 @@ ID_SHAPE = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
 
 REQUIRED_KEYS = ("id", "title", "category", "role", "severity", "confidence", "when", "explanation", "fix")
 OPTIONAL_KEYS = ("references", "relaunch", "tests", "analyze", "tags")
-TEST_CASE_KEYS = ("log", "dmesg", "packages", "tmux", "files", "checkpoint", "gpu", "exits", "process", "captures", "note")
+TEST_CASE_KEYS = ("log", "dmesg", "packages", "tmux", "files", "checkpoint", "gpu", "exits", "process", "metrics", "captures",
+                  "note")
 
 
 @dataclass(frozen=True)

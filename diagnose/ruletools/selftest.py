@@ -19,6 +19,7 @@ from diagnose.evidence.model import (
     ExpectedFile,
     Gpu,
     GpuState,
+    MetricSeries,
     Packages,
     ProcessState,
     RunInfo,
@@ -90,7 +91,16 @@ def evidence_for_case(case: Mapping[str, Any], workdir: Path) -> Evidence:
     process = None
     if "process" in case:
         process = ProcessState("process", bool(case["process"].get("alive")), tuple(case["process"].get("pids", ())))
-    return Evidence(RunInfo("test", "test"), tuple(texts), packages, gpu, tmux, files, checkpoints, process, exits)
+    metrics = None
+    if "metrics" in case:
+        # {train_loss: [47.9, 657294.3, inf]}: values by step 0, 1, 2 ...; or [[step, value], ...]
+        metrics = tuple(
+            MetricSeries("metrics", str(name), tuple(
+                (int(v[0]), float(v[1]), None) if isinstance(v, list) else (i, float(v), None) for i, v in enumerate(values)))
+            for name, values in dict(case["metrics"]).items()
+        )
+    return Evidence(RunInfo("test", "test"), tuple(texts), packages, gpu, tmux, files, checkpoints, process, exits,
+                    metrics=metrics)
 
 
 def check_case(rule: Rule, test: RuleTest, engine: str = "auto") -> str | None:
