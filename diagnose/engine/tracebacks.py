@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from diagnose.evidence.lines import log_time, rank_of, strip_ansi
+from diagnose.evidence.lines import log_time, rank_of, split_host, strip_ansi
 from diagnose.evidence.textio import read_tail
 
 TAIL_BYTES = 4 * 1024 * 1024
@@ -111,6 +111,10 @@ def crashes_in_text(text: str, first_line: int = 1, file_rank: int | None = None
             if rank is None:
                 rank = file_rank
             body = _PREFIX.sub("", segment, count=1)
+            if body is segment or body == segment:
+                host, rest = split_host(segment)  # pdsh: "worker-1: [rank1]: Traceback ..."
+                if host is not None and _PREFIX.match(rest):
+                    body = _PREFIX.sub("", rest, count=1)
             stripped = body.rstrip()
             header = _THREAD.match(stripped)
             if header:

@@ -51,7 +51,8 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
         text_kind = kind.text_kind
         if text_kind is not None:
             year = time.localtime(mtime).tm_year if mtime else None
-            texts.append(TextFile(text_kind, location, display, rank, mtime, boot_time if text_kind.value == "dmesg" else None, year))
+            texts.append(TextFile(text_kind, location, display, rank, mtime, boot_time if text_kind.value == "dmesg" else None, year,
+                                  host_prefixed=text_kind is TextKind.LOG and _pdsh(location)))
             continue
         if kind.also_scanned:  # its lines are evidence too (rules quote them with line numbers)
             year = time.localtime(mtime).tm_year if mtime else None
@@ -125,6 +126,20 @@ _GAP_SOURCE = {FileKind.PACKAGES: "packages", FileKind.NVIDIA_SMI: "gpu", FileKi
 _METRIC_KINDS = (FileKind.TRAINER_STATE, FileKind.LIGHTNING_METRICS, FileKind.WANDB_SUMMARY)
 
 Parsed = Packages | GpuState | ExitRecord | str | list[MetricSeries] | list[ExitRecord] | None
+
+
+def _pdsh(location: Path) -> bool:
+    """Whether a log is pdsh output (each line "<host>: ..."), from its first 16 KiB."""
+    from diagnose.evidence.lines import host_prefixed
+    from diagnose.evidence.textio import read_head
+
+    try:
+        head = read_head(location, 16 * 1024)
+    except Exception:  # unreadable here: the scanner says why
+        return False
+    if b": " not in head:
+        return False
+    return host_prefixed(head.decode("utf-8", "replace").splitlines()[:-1] or [head.decode("utf-8", "replace")])
 
 
 def _parse_one(kind: FileKind, content: str, display: str, rank: int | None) -> Parsed:

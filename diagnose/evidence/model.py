@@ -68,6 +68,8 @@ class TextFile:
     # to files (SARIF) name the file by these, the host path (display) kept beside.
     bundle: str | None = None
     member: str | None = None
+    # pdsh output (DeepSpeed's multi-node runner): every line names its host ("worker-1: ...")
+    host_prefixed: bool = False
 
 
 @dataclass(frozen=True)
