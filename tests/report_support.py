@@ -155,6 +155,9 @@ def sarif_problems(doc: Mapping[str, Any]) -> list[str]:
             fingerprints = res.get("partialFingerprints")
             if not isinstance(fingerprints, dict) or not fingerprints:
                 problems.append(f"{where}: partialFingerprints missing")
+            elif not fingerprints.get("primaryLocationLineHash"):
+                # GitHub tracks alerts by it, and hashes the raw line (times, pids) when it is missing
+                problems.append(f"{where}: partialFingerprints.primaryLocationLineHash missing")
             locations = res.get("locations", [])
             if len(locations) > 10:
                 problems.append(f"{where}: more than 10 locations (GitHub keeps 10)")
@@ -166,8 +169,8 @@ def sarif_problems(doc: Mapping[str, Any]) -> list[str]:
                     problems.append(f"{where}.locations[{k}]: artifactLocation.uri missing")
                     continue
                 scheme = urlsplit(uri).scheme
-                if scheme not in ("", "file"):
-                    problems.append(f"{where}.locations[{k}]: uri {uri!r} is neither relative nor file:")
+                if scheme != "":
+                    problems.append(f"{where}.locations[{k}]: uri {uri!r} is not relative (GitHub opens relative paths)")
                 if scheme == "" and art.get("uriBaseId") not in bases:
                     problems.append(f"{where}.locations[{k}]: uriBaseId {art.get('uriBaseId')!r} undefined")
                 if " " in uri or "\\" in uri:
