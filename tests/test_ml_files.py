@@ -156,7 +156,7 @@ def test_a_hostile_dump_is_never_run(tmp_path: Path) -> None:
     dump.write_bytes(pickle.dumps({"version": "2.10", "entries": [Hostile()]}))
     with pytest.raises(pickle.UnpicklingError, match="refused"):
         load_data_only(dump.read_bytes())
-    notes, gap, record = read_flight_record(dump, "nccl_trace_rank_0")
+    _notes, gap, record = read_flight_record(dump, "nccl_trace_rank_0")
     assert record is None and gap is not None and "refused io.open" in gap and not marker.exists()
     data = scan(dump)
     assert any(g["source"] == "nccl-trace" and "not a flight-recorder dump" in g["reason"] for g in data["gaps"])
@@ -174,7 +174,7 @@ def test_deepspeed_multinode_lines_keep_host_and_rank() -> None:
     from diagnose.engine.tracebacks import crashes_in_text
 
     crashes = crashes_in_text((ML / "deepspeed-pdsh" / "ds-pdsh.log").read_text())
-    assert [(c.rank, c.exc_type) for c in crashes][0] == (1, "RuntimeError")
+    assert (crashes[0].rank, crashes[0].exc_type) == (1, "RuntimeError")
     assert "shard 17 of the dataset is corrupt" in crashes[0].message
 
 
@@ -190,7 +190,7 @@ def test_sacct_is_not_a_package_list(tmp_path: Path) -> None:
     folder.mkdir()
     shutil.copy(ML / "sacct" / "sacct.txt", folder / "accounting.txt")
     data = scan(folder)
-    assert data["run"]["inputs"] and not any("packages" == g["source"] for g in data["gaps"])
+    assert data["run"]["inputs"] and not any(g["source"] == "packages" for g in data["gaps"])
     evidence = evidence_from_paths([str(folder)])
     assert evidence.packages is None and evidence.exits is not None and len(evidence.exits) == 4
 
