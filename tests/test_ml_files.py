@@ -89,11 +89,11 @@ def test_healthy_trainer_state_is_quiet() -> None:
 
 def test_lightning_metrics_csv_nan_and_divergence() -> None:
     nan = scan(ML / "lightning-nan")
-    (cause,) = [c for c in nan["causes"] if c["id"] == "numerics.nan-loss"]
+    (cause,) = [c for c in nan["causes"] if c["id"] == "numerics.nan-loss-metrics"]
     item = cause["evidence"][0]
     assert item["source"].endswith("lightning-nan/metrics.csv") and item["line"] == 11
     assert (ML / "lightning-nan" / "metrics.csv").read_text().splitlines()[10] == "1,9,inf"
-    assert "The loss became inf" in cause["title"]
+    assert cause["title"] == "The logged train_loss became inf at step 9 - training diverged"
     assert any("hparams.yaml: hyperparameters lr=50.0" in n for n in nan["notes"])
     diverged = scan(ML / "lightning-diverge" / "metrics.csv")
     (grown,) = [c for c in diverged["causes"] if c["id"] == "numerics.loss-diverged"]
@@ -105,7 +105,16 @@ def test_lightning_metrics_csv_nan_and_divergence() -> None:
 
 def test_metric_rules_skip_without_a_metrics_file() -> None:
     data = scan(DATA / "ci" / "healthy" / "train.log")
-    assert "numerics.loss-diverged" in [s["rule"] for s in data["skipped"]]
+    skipped = [s["rule"] for s in data["skipped"]]
+    assert "numerics.loss-diverged" in skipped and "numerics.nan-loss-metrics" in skipped
+    assert "numerics.nan-loss" not in skipped  # the log rule still answers from the log alone
+
+
+def test_one_cause_when_the_log_and_the_metrics_file_both_say_nan(tmp_path: Path) -> None:
+    # trainer_state.json is scanned as text as well: its "loss": NaN lines make numerics.nan-loss
+    data = scan(ML / "hf-trainer-nan" / "trainer_state.json")
+    ids = cause_ids(data)
+    assert "numerics.nan-loss" in ids and "numerics.nan-loss-metrics" not in ids
 
 
 def test_wandb_internal_log_is_read_in_a_folder() -> None:
@@ -173,9 +182,14 @@ def test_deepspeed_multinode_lines_keep_host_and_rank() -> None:
     assert all(e["host"] in ("worker-0", "worker-1") for e in items if e["line"])
     from diagnose.engine.tracebacks import crashes_in_text
 
-    crashes = crashes_in_text((ML / "deepspeed-pdsh" / "ds-pdsh.log").read_text())
+    crashes = crashes_in_text((ML / "deepspeed-pdsh" / "ds-pdsh.log").read_text(), pdsh=True)
     assert (crashes[0].rank, crashes[0].exc_type) == (1, "RuntimeError")
     assert "shard 17 of the dataset is corrupt" in crashes[0].message
+    (text,) = evidence_from_paths([str(ML / "deepspeed-pdsh" / "ds-pdsh.log")]).texts
+    assert text.host_prefixed
+    # an ordinary log is no pdsh output, and "RuntimeError: [rank0]: ..." names no host
+    (plain,) = evidence_from_paths([str(DATA / "ci" / "shape-mismatch" / "train.log")]).texts
+    assert not plain.host_prefixed
 
 
 # ---------------------------------------------------------------- Slurm and Kubernetes
@@ -248,5 +262,5 @@ def test_pod_status_in_a_folder_gives_the_container_exit(tmp_path: Path) -> None
 def test_new_kinds_are_forced_by_name_too() -> None:
     result = invoke(["scan", f"lightning-metrics:{ML / 'lightning-nan' / 'metrics.csv'}", "--format", "json",
                      "--fail-on", "never"])
-    assert "numerics.nan-loss" in cause_ids(json.loads(result.stdout))
+    assert "numerics.nan-loss-metrics" in cause_ids(json.loads(result.stdout))
     assert REPO.is_dir()

@@ -178,7 +178,7 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
     crashes: list[tuple[str, Crash]] = []
     for source in evidence.texts_of(TextKind.LOG):
         try:
-            found = find_crashes(source.path, source.rank)
+            found = find_crashes(source.path, source.rank, pdsh=source.host_prefixed)
         except Exception:  # a log we could scan but not re-read is not worth failing over
             continue
         crashes.extend((source.display, crash) for crash in found

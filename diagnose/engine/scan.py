@@ -41,7 +41,7 @@ from typing import Any, Protocol, TypeAlias
 import regex
 
 from diagnose import diskcache
-from diagnose.evidence.lines import ANSI_BYTES, kernel_time, log_time, rank_of
+from diagnose.evidence.lines import ANSI_BYTES, kernel_time, log_time, rank_of, split_host
 from diagnose.evidence.model import TextFile, TextKind
 from diagnose.evidence.textio import (
     CHUNK_BYTES,
@@ -536,6 +536,7 @@ class Scanner:
         # The hot loop of a pattern that fires on most lines: locals only, no calls it can skip.
         compiled = self.patterns.compiled
         is_log = self.kind is TextKind.LOG
+        pdsh = result.source.host_prefixed  # "<host>: [rank3]: ..." (DeepSpeed's multi-node runner)
         hits = result.hits
         count = buf.count
         timeout = LINE_TIMEOUT
@@ -558,7 +559,7 @@ class Scanner:
             done[index] = line_start
             if not text:
                 text = str(buf[line_start : min(line_end, line_start + MAX_LINE)], "utf-8", "replace")
-                rank = rank_of(text) if is_log else None
+                rank = (rank_of(split_host(text)[1] if pdsh else text)) if is_log else None
             left = budget[index]
             if left <= 0.0:
                 continue  # stopped for this file

@@ -132,7 +132,7 @@ def _last_lines(evidence: Evidence) -> tuple[EvidenceItem, ...]:
 def _ends_in_error(evidence: Evidence) -> bool:
     for text in own_logs(evidence):
         try:
-            crashes = find_crashes(text.path, text.rank)
+            crashes = find_crashes(text.path, text.rank, pdsh=text.host_prefixed)
             data, first = read_tail(text.path, 256 * 1024)
         except Exception:  # unreadable now: the rules saw what the scan read
             continue

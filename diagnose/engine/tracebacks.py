@@ -73,27 +73,28 @@ class _Open:
     frames: list[tuple[int, str]] = field(default_factory=list)
 
 
-_CACHE: dict[tuple[str, int | None, int, int, int], list[Crash]] = {}
+_CACHE: dict[tuple[str, int | None, int, int, int, bool], list[Crash]] = {}
 _CACHE_SIZE = 16
 
 
-def find_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAIL_BYTES) -> list[Crash]:
+def find_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAIL_BYTES, pdsh: bool = False) -> list[Crash]:
     """Crashes in the log's tail. The analyzers and the unrecognised-crash fallback both ask for
-    the same files in one run: the answer is kept while the file's size and mtime stay the same."""
+    the same files in one run: the answer is kept while the file's size and mtime stay the same.
+    pdsh: every line starts with "<host>: " (TextFile.host_prefixed)."""
     st = os.stat(path)
-    key = (str(path), file_rank, tail_bytes, st.st_size, st.st_mtime_ns)
+    key = (str(path), file_rank, tail_bytes, st.st_size, st.st_mtime_ns, pdsh)
     cached = _CACHE.get(key)
     if cached is not None:
         return list(cached)
     data, first_line = read_tail(path, tail_bytes)
-    found = crashes_in_text(strip_ansi(data).decode("utf-8", errors="replace"), first_line, file_rank)
+    found = crashes_in_text(strip_ansi(data).decode("utf-8", errors="replace"), first_line, file_rank, pdsh)
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = found
     return list(found)
 
 
-def crashes_in_text(text: str, first_line: int = 1, file_rank: int | None = None) -> list[Crash]:
+def crashes_in_text(text: str, first_line: int = 1, file_rank: int | None = None, pdsh: bool = False) -> list[Crash]:
     open_tbs: dict[int | None, deque[_Open]] = {}
     thread_headers: dict[int | None, deque[str]] = {}
     last: dict[tuple[int | None, str | None], Crash] = {}
@@ -102,6 +103,8 @@ def crashes_in_text(text: str, first_line: int = 1, file_rank: int | None = None
     for offset, raw in enumerate(text.split("\n")):
         line_no = first_line + offset
         for segment in raw.split("\r"):
+            if pdsh:  # pdsh output: "worker-1: [rank1]: Traceback ..."; the host goes, the rank stays
+                segment = split_host(segment)[1]
             if not segment.strip():
                 continue
             moment = log_time(segment)
@@ -111,10 +114,6 @@ def crashes_in_text(text: str, first_line: int = 1, file_rank: int | None = None
             if rank is None:
                 rank = file_rank
             body = _PREFIX.sub("", segment, count=1)
-            if body is segment or body == segment:
-                host, rest = split_host(segment)  # pdsh: "worker-1: [rank1]: Traceback ..."
-                if host is not None and _PREFIX.match(rest):
-                    body = _PREFIX.sub("", rest, count=1)
             stripped = body.rstrip()
             header = _THREAD.match(stripped)
             if header:

@@ -55,14 +55,12 @@ def host_prefixed(lines: list[str]) -> bool:
 
 
 def rank_of(line: str) -> int | None:
-    """The rank a torchrun-style prefix names: `[rank3]:`, `[default3]:`, also behind pdsh's
-    "<host>: " (DeepSpeed's multi-node runner)."""
+    """The rank a torchrun-style prefix names: `[rank3]:`, `[default3]:`. (Behind pdsh's
+    "<host>: " only in a file known to be pdsh output: callers strip it with split_host, since
+    "RuntimeError: [rank0]: ..." is no host.)"""
     match = _RANK.match(line)
     if not match:
-        host, rest = split_host(line)
-        match = _RANK.match(rest) if host is not None else None
-        if not match:
-            return None
+        return None
     return int(match.group(match.lastindex or 0))  # each alternative has one group
 
 

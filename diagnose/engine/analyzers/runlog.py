@@ -116,7 +116,7 @@ class RunLog:
             found: list[tuple[str, Crash]] = []
             for source in self.crash_sources:
                 try:
-                    found.extend((source.display, crash) for crash in find_crashes(Path(source.path), source.rank, TAIL_BYTES))
+                    found.extend((source.display, crash) for crash in find_crashes(Path(source.path), source.rank, TAIL_BYTES, pdsh=source.host_prefixed))
                 except Exception:  # a log that cannot be re-read has no crashes to offer
                     continue
             self._crashes = found
