@@ -20,6 +20,9 @@ from diagnose.evidence.textio import (
     why_unreadable,
 )
 
+# A file of a scanned folder that is no evidence (source code, weights, images): said in a note
+# starting with this (the terminal counts them, -v lists them); unreadable ones stay "skipped".
+PASSED_OVER = "passed over"
 MAX_DEPTH = 64  # folders below a scanned folder; deeper ones are reported as skipped
 
 
@@ -96,7 +99,7 @@ def collect_paths(args: Sequence[str], names: Mapping[str, str] | None = None) -
             for member in members:
                 why = folder_skip_reason(member) if forced is None else None
                 if why is not None:
-                    notes.append(f"skipped {display_path(member)}: {why}")
+                    notes.append(f"{PASSED_OVER} {display_path(member)}: {why}")
                     continue
                 entry = _entry(member, forced, notes, strict=False)
                 if entry is not None:
@@ -168,7 +171,7 @@ def _entry(path: Path, forced: FileKind | None, notes: list[str], strict: bool) 
         return None
     if not strict and forced is None and kind is FileKind.LOG and base_name(path).endswith(".json"):
         # JSON is read when its content is known evidence; any other (a config, a tokenizer) is said, not scanned
-        notes.append(f"skipped {display_path(path)}: JSON that is no known evidence (pod status, trainer_state, "
+        notes.append(f"{PASSED_OVER} {display_path(path)}: JSON that is no known evidence (pod status, trainer_state, "
                      "wandb summary, error file, NVML)")
         return None
     try:

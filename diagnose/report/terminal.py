@@ -174,11 +174,12 @@ def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
         for gap in diagnosis.gaps:
             w.line((f"  {gap.source}: {gap.reason}", "yellow"))
     notes = list(diagnosis.evidence.notes)
-    skipped_files = [n for n in notes if n.startswith("skipped ")]
-    for note in notes if verbose else [n for n in notes if not n.startswith("skipped ")]:
+    passed_over = [n for n in notes if n.startswith("passed over ")]  # evidence/inputs.py PASSED_OVER
+    for note in notes if verbose else [n for n in notes if n not in passed_over]:
         w.line((f"  note: {note}", "dim"))
-    if skipped_files and not verbose:
-        w.line((f"  {len(skipped_files)} file(s) skipped, not evidence or unreadable (-v lists them and why)", "dim"))
+    if passed_over and not verbose:
+        w.line((f"  {len(passed_over)} file(s) in the scanned folders passed over as no evidence (-v lists them and why)",
+                "dim"))
     if diagnosis.skipped:
         if verbose:
             w.line(("Skipped (evidence missing):", "dim bold"))
