@@ -25,10 +25,12 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
     from diagnose.engine.evaluate import run_rules
     from diagnose.engine.rank import rank_all
     from diagnose.engine.runview import STALL_AFTER
+    from diagnose.engine.timeline import build_timeline
 
     started = time.perf_counter()
     result = run_rules(rules.rules, evidence, engine=engine, since=since, until=until)
     ranked = rank_all(result.findings, evidence, stall_after=STALL_AFTER if stall_after is None else stall_after)
+    timeline = build_timeline(evidence, ranked.causes, ranked.events, ranked.view)
     gaps = list(evidence.gaps) + result.gaps
     for scan in result.scans:
         if scan.cut_lines:
@@ -46,7 +48,8 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
     return Diagnosis(evidence, ranked.causes, result.skipped, gaps, stats, elsewhere=ranked.elsewhere,
                      checked=checks(evidence, ranked.view, ranked.events), state=ranked.state.state,
                      state_reason=ranked.state.reason,
-                     window=(ranked.view.start, ranked.view.start_source, ranked.view.last_write, ranked.view.end_source))
+                     window=(ranked.view.start, ranked.view.start_source, ranked.view.last_write, ranked.view.end_source),
+                     timeline=timeline)
 
 
 # ---------------------------------------------------------------- live runs
@@ -143,3 +146,95 @@ def collect_bundle(run_id: str, config: Config, search_dirs: list[Path], out: Pa
     if not found_anything(spec, collection.evidence()):
         raise nothing_found(spec, collection.manifest)
     return write_bundle(out, collection.manifest, collection.copies(), raw=raw), collection.manifest
+
+
+# ---------------------------------------------------------------- launch, watch
+
+
+def log_cause(log: Path, rules: RuleSet) -> tuple[str, str, str] | None:
+    """The top crash-level cause the rules find in a log so far: (id, title, category)."""
+    from diagnose.evidence.inputs import evidence_from_paths
+    from diagnose.vocab import Role, Severity
+
+    try:
+        evidence = evidence_from_paths([str(log)])
+    except DiagnoseError:
+        return None  # empty, binary: nothing to read yet
+    found = diagnose(evidence, rules)
+    for cause in found.causes:
+        if cause.role != Role.CONTEXT and Severity(cause.severity).at_least(Severity.ERROR) and cause.category != "run":
+            return cause.id, cause.title, cause.category
+    return None
+
+
+def launch(request: Any, wait: float, load_rules: Any, say: Any) -> Any:
+    """`diagnose launch`: start the run detached under its supervisor, look at it for `wait`
+    seconds, and say whether it started (a Verdict). load_rules() is called only when the log
+    has something to read."""
+    from diagnose.live.launch import finish, observe, refresh, start, verdict
+
+    started = start(request)
+    where = started.launcher
+    how = (f"session {where.get('tmux_session')} on {where.get('tmux_socket')}" if started.via == "tmux"
+           else f"unit {where.get('unit')}" if started.via == "systemd-run" else "own session")
+    for note in started.notes:
+        say(f"diagnose: {note}")
+    say(f"{request.run_id}: launched via {started.via} ({how}); log {started.log}; record {started.record_path}")
+    seen = observe(started, wait, say)
+    cause = None
+    ended = seen.ended or {}
+    if seen.lines and not (ended and ended.get("code") == 0):
+        cause = log_cause(started.log, load_rules())
+        refresh(started, seen)
+    result = verdict(started, seen, cause)
+    finish(started, result)
+    return result
+
+
+def watch(run_id: str, config: Config, search_dirs: list[Path], every: float, stall_after: float,
+          on_event: Any) -> Evidence:
+    """`diagnose watch`: follow the run (through its launch record, else as discovery finds it),
+    hand every change to on_event, and once it ends or stalls collect its evidence for the
+    diagnosis. Nothing relating to the id: DiagnoseError (exit 2), as for `diagnose RUN_ID`."""
+    from diagnose.live import records
+    from diagnose.live.collectors.process import run_processes
+    from diagnose.live.discovery import resolve
+    from diagnose.live.runs import check_run_id
+    from diagnose.live.watch import Follower
+
+    check_run_id(run_id)
+    path = records.record_path(run_id)
+    try:
+        record = records.read(path) if records.trusted_folder(path.parent) is None else None
+    except records.RecordError:
+        record = None
+    if record is not None:
+        follower = Follower(run_id, stall_after, record_path=path)
+    else:
+        spec = resolve(run_id, config, search_dirs, stall_after=stall_after)
+
+        def find() -> dict[int, str]:
+            try:
+                _how, found = run_processes(spec, spec.host)
+            except OSError:
+                return {}
+            return {p.pid: " ".join(p.cmdline) for p in found}
+
+        logs = list(dict.fromkeys([*spec.logs, *(p for p in spec.expected_logs or () if "*" not in p)]))
+        if not (spec.configured or spec.logs or spec.error_files or spec.wandb_dirs or find()):
+            raise nothing_found(spec)
+        follower = Follower(run_id, stall_after, logs=logs, find_pids=find, host=spec.host)
+    while True:
+        for event in follower.poll():
+            on_event(event)
+        if follower.finished:
+            break
+        time.sleep(every)
+    return evidence_for_run(run_id, config, search_dirs, stall_after=stall_after)
+
+
+def recent_runs(limit: int | None = None) -> list[tuple[dict[str, Any], Any]]:
+    """`diagnose runs`: the launch records, newest first, each with its state."""
+    from diagnose.live import records
+
+    return [(data, records.status(data)) for data in records.recent(limit=limit)]

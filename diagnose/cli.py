@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from diagnose.engine.findings import Diagnosis
     from diagnose.rules.model import RuleSet
 
-FORMATS = ("terminal", "json", "sarif", "junit", "markdown", "github")
+FORMATS = ("terminal", "json", "sarif", "junit", "markdown", "github", "html")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -267,6 +267,9 @@ def main() -> None:
       diagnose BUNDLE            diagnose a saved bundle (directory or .tar.gz)
       diagnose scan PATH...      scan captured files: logs, dmesg, nvidia-smi, pip freeze
       diagnose collect RUN_ID -o OUT   save the evidence as a bundle
+      diagnose launch RUN_ID -- CMD    start a run detached, supervised; say within seconds if it started
+      diagnose watch RUN_ID      follow a run; diagnose it when it ends or stalls
+      diagnose runs              the runs diagnose launch started, and their state
       diagnose rules list|show|test|lint|new|docs|schema
 
     Exit codes: 0 nothing at or above --fail-on, 1 causes found, 2 error, 130 interrupted.
@@ -587,3 +590,177 @@ def rules_new(rule_id: str, from_line: str | None, directory: Path) -> None:
     click.echo(str(path))
     click.echo(f"diagnose: wrote {path}; fill in the TODOs, then: diagnose rules test {directory} && "
                f"diagnose rules lint {path}", err=True)
+
+
+def parse_seconds(value: str, name: str, allow_zero: bool = False) -> float:
+    """0.5s / 20s / 10m / 20 -> seconds (0 only where allow_zero)."""
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", value)
+    if not match or (float(match.group(1)) <= 0 and not allow_zero):
+        raise DiagnoseError(f"--{name} {value!r}: expected a duration like 20s, 0.5s or 10m")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def say(text: str) -> None:
+    """One line of launch/watch progress on stdout, control characters made visible."""
+    from diagnose.evidence.safetext import visible
+
+    click.echo(visible(text))
+    sys.stdout.flush()
+
+
+class CommandAfterOptions(click.Command):
+    """RUN_ID [OPTIONS] [--] CMD...: options may come before and after RUN_ID; the first word
+    after them (or everything after `--`) starts CMD, whose own options stay its own."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        takes_value = {name for param in self.params if isinstance(param, click.Option) and not param.is_flag
+                       for name in (*param.opts, *param.secondary_opts)}
+        ours, index, positional = [], 0, 0
+        while index < len(args):
+            word = args[index]
+            if word == "--":
+                index += 1
+                break
+            if word.startswith("-") and word != "-":
+                ours.append(word)
+                if word in takes_value and index + 1 < len(args):
+                    ours.append(args[index + 1])
+                    index += 1
+            elif positional == 0:
+                ours.append(word)
+                positional = 1
+            else:
+                break
+            index += 1
+        rest = args[index:]
+        return super().parse_args(ctx, [*ours, "--", *rest] if rest else ours)
+
+
+@main.command("launch", cls=CommandAfterOptions)
+@click.argument("run_id")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD...")
+@click.option("--via", type=click.Choice(["tmux", "setsid", "systemd-run"]),
+              help="How to detach it: a tmux session named after the run (default; setsid when tmux is missing), "
+                   "setsid, or a transient systemd unit.")
+@click.option("--log", "log", metavar="PATH", help="Where its output goes (default: RUN_ID.log in --cwd); never overwritten "
+                                                   "unless --force.")
+@click.option("--cwd", "cwd", metavar="DIR", help="The run's working directory (default: the current one).")
+@click.option("--wait", "wait", default="20s", show_default=True, metavar="DURATION",
+              help="How long to watch it before saying whether it started.")
+@click.option("--force", is_flag=True, help="Empty an existing log instead of refusing.")
+@click.option("-L", "--tmux-socket-name", "socket_name", metavar="NAME", help="tmux -L NAME: the server's socket name.")
+@click.option("--keep-cgroup", is_flag=True,
+              help="Leave the run in this session's cgroups (e.g. a Slurm step's, to keep its limits); by default "
+                   "the supervisor leaves them, so that the end of an exec session does not take the run along.")
+@rule_options
+@guarded
+@click.pass_context
+def launch_command(ctx: click.Context, run_id: str, command: tuple[str, ...], via: str | None, log: str | None,
+                   cwd: str | None, wait: str, force: bool, socket_name: str | None, keep_cgroup: bool,
+                   rule_dirs: tuple[Path, ...], config_path: Path | None) -> None:
+    """Start CMD as run RUN_ID, detached and supervised, and say within --wait seconds whether it
+    really started: its pid and first lines, or why not (script not found, interpreter missing,
+    tmux server gone, silent and sleeping, a traceback). The run survives the end of the ssh /
+    exec session that started it; its exit status goes into a launch record that
+    `diagnose RUN_ID`, `watch`, `collect` and `runs` read. Exit 0: it started; 1: it did not."""
+    from diagnose.app import launch
+    from diagnose.live.launch import LaunchRequest
+    from diagnose.live.runs import check_run_id
+
+    check_run_id(run_id)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise DiagnoseError("launch: no command given (diagnose launch RUN_ID -- CMD ...)")
+    seconds = parse_seconds(wait, "wait", allow_zero=True)
+    request = LaunchRequest(run_id, tuple(command), via, log, cwd, force, socket_name, keep_cgroup)
+    result = launch(request, seconds, lambda: load_ruleset(rule_dirs, config_rule_dirs(config_path)), say)
+    say(result.headline)
+    for line in result.details:
+        say(f"  {line}")
+    ctx.exit(ExitCode.OK if result.started else ExitCode.FINDINGS)
+
+
+@main.command("watch")
+@click.argument("run_id")
+@click.option("--every", default="10s", show_default=True, metavar="DURATION", help="How often to look (0.5s, 10s, 1m).")
+@click.option("--format", "fmt", type=click.Choice(["terminal", "json"]), default="terminal", show_default=True,
+              help="json: one JSON object per event per line, the diagnosis last.")
+@click.option("--fail-on", type=click.Choice(FAIL_ON), default="error", show_default=True,
+              help="Exit 1 when the diagnosis finds a cause at or above this severity.")
+@click.option("-v", "--verbose", is_flag=True, help="Show skipped rules, all evidence, references in the diagnosis.")
+@rule_options
+@search_dir_option
+@guarded
+@click.pass_context
+def watch_command(ctx: click.Context, run_id: str, every: str, fmt: str, fail_on: str, verbose: bool,
+                  rule_dirs: tuple[Path, ...], config_path: Path | None, search_dirs: tuple[Path, ...],
+                  stall_after: str) -> None:
+    """Follow RUN_ID (started by `diagnose launch`, or found as `diagnose RUN_ID` finds it) and
+    print one line per change: started, first output, first step, log silent, busy, process
+    gone, exit status. When it ends or stalls (silent for --stall-after with little CPU), print
+    the diagnosis and exit with its exit code."""
+    import io
+    import json
+
+    from diagnose.app import diagnose, watch
+    from diagnose.live.config import load_config
+
+    config = load_config(config_path)
+    seconds, stall = parse_seconds(every, "every"), parse_age(stall_after, "stall-after")
+
+    def on_event(event: Any) -> None:
+        if fmt == "json":
+            click.echo(json.dumps(event.to_json()))
+            sys.stdout.flush()
+        else:
+            say(event.line())
+
+    evidence = watch(run_id, config, list(search_dirs), seconds, stall, on_event)
+    ruleset = load_ruleset(rule_dirs, config.rule_dirs)
+    diagnosis = diagnose(evidence, ruleset, stall_after=stall)
+    if fmt == "json":
+        from diagnose.report.render import Format, render
+
+        buffer = io.StringIO()
+        render(Format.JSON, diagnosis, buffer, verbose, rules=ruleset.by_id(), fail_on=fail_on)
+        code = exit_code(diagnosis, fail_on)
+        import time
+
+        click.echo(json.dumps({"event": "diagnosis", "run": run_id, "time": round(time.time(), 3),
+                               "exit_code": int(code), "report": json.loads(buffer.getvalue())}))
+        ctx.exit(code)
+    click.echo()
+    ctx.exit(emit(diagnosis, [("terminal", None)], fail_on, verbose, ruleset))
+
+
+@main.command("runs")
+@click.option("--all", "show_all", is_flag=True, help="Every record, not only the 20 newest.")
+@click.option("--format", "fmt", type=click.Choice(["terminal", "json"]), default="terminal", show_default=True)
+@guarded
+def runs_command(show_all: bool, fmt: str) -> None:
+    """The runs `diagnose launch` started (newest first) and their state: starting, running,
+    exited N, killed by SIGNAL, did not start, gone (no exit recorded)."""
+    import json
+    import time
+
+    from diagnose.app import recent_runs
+
+    found = recent_runs(None if show_all else 20)
+    if fmt == "json":
+        for data, state in found:
+            click.echo(json.dumps({"run": data.get("run_id"), "state": state.state, "status": state.text,
+                                   "code": state.code, "signal": state.signal, "via": data.get("via"),
+                                   "pid": data.get("pid"), "log": data.get("log"), "created_at": data.get("created_at"),
+                                   "record": data.get("_path")}))
+        return
+    if not found:
+        click.echo("diagnose: no launch records (diagnose launch RUN_ID -- CMD starts one)", err=True)
+        return
+    width = max(len(str(d.get("run_id"))) for d, _s in found)
+    for data, state in found:
+        when = data.get("created_at")
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)) if isinstance(when, (int, float)) else "?"
+        say(f"{data.get('run_id')!s:<{width}}  {stamp}  {state.text:<28}  {data.get('via')!s:<7}  {data.get('log')}")

@@ -24,7 +24,7 @@ from tests.conftest import DATA, FIXTURES, REPO
 
 CI = DATA / "ci"
 TEST_RULES = CI / "rules"
-FORMATS = ("terminal", "json", "sarif", "junit", "markdown", "github")
+FORMATS = ("terminal", "json", "sarif", "junit", "markdown", "github", "html")
 JSON_SCHEMA = json.loads((REPO / "diagnose" / "schema" / "diagnosis.schema.json").read_text())
 
 # name -> inputs (paths relative to the repo root, which is the working directory of every run)

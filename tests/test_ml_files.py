@@ -50,7 +50,7 @@ def test_a_folder_scan_says_what_it_skipped_and_why(tmp_path: Path) -> None:
     assert any(n.endswith("pl_train.py: source code (.py)") for n in notes), notes
     assert any(n.endswith("weights.safetensors: model, tensor or data file (.safetensors)") for n in notes), notes
     # the terminal report counts them, -v lists them
-    plain = invoke(["scan", str(folder), "--fail-on", "never"]).stdout
+    plain = " ".join(invoke(["scan", str(folder), "--fail-on", "never"]).stdout.split())  # unwrapped
     assert "3 file(s) in the scanned folders passed over as no evidence (-v lists them and why)" in plain
     verbose = invoke(["scan", str(folder), "--fail-on", "never", "-v"]).stdout
     assert "source code (.py)" in verbose and "(-v lists them" not in verbose

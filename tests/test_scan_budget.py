@@ -1,6 +1,7 @@
 """A pattern that slips past the rule checks costs a bounded time per file, never a hang: slow
 confirmations are charged to a budget per pattern and file, and a pattern that spends it is
-stopped on that file and named in the report."""
+stopped on that file and named in the report. Times are CPU time: the budget is charged in CPU
+time, so a busy machine neither stops a pattern early nor makes these checks flaky."""
 
 from __future__ import annotations
 
@@ -40,9 +41,9 @@ def test_the_slow_pattern_is_one_the_guard_refuses() -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_catastrophic_pattern_stops_within_its_budget(engine: str, slow_log: Path, cache_dir: Path) -> None:  # noqa: F811
-    started = time.perf_counter()
+    started = time.process_time()
     result = run_scan(slow_log, [SLOW, r"NCCL version (?P<version>\S+)"], engine)
-    seconds = time.perf_counter() - started
+    seconds = time.process_time() - started
     assert seconds < scan.CONFIRM_BUDGET + SLACK, seconds
     assert 0 in result.stopped and 1 not in result.stopped
     lines, line_no = result.stopped[0]
@@ -58,9 +59,9 @@ def test_a_pattern_searched_line_by_line_stops_too(engine: str, slow_log: Path, 
     pattern = r"(?:\p{L}|\p{L})+(?=c)"
     with pytest.raises(prefilter.Unsupported):
         prefilter.prefilter(pattern, prefilter.FOR_REGEX)
-    started = time.perf_counter()
+    started = time.process_time()
     result = run_scan(slow_log, [pattern], engine)
-    assert time.perf_counter() - started < 2 * scan.CONFIRM_BUDGET + SLACK
+    assert time.process_time() - started < 2 * scan.CONFIRM_BUDGET + SLACK
     assert 0 in result.stopped
 
 
@@ -81,9 +82,9 @@ def test_the_report_names_the_spent_budget(slow_log: Path, cache_dir: Path) -> N
                 when=Group("all", (TextCondition(TextKind.LOG, SLOW, 9),), 1), explanation="e", fix=("f",),
                 builtin=False)
     evidence = Evidence(RunInfo(id="t", mode="scan"), (TextFile(TextKind.LOG, slow_log, "slow.log"),))
-    started = time.perf_counter()
+    started = time.process_time()
     diagnosis = diagnose(evidence, RuleSet([rule]))
-    assert time.perf_counter() - started < scan.CONFIRM_BUDGET + SLACK
+    assert time.process_time() - started < scan.CONFIRM_BUDGET + SLACK
     gaps = [g for g in diagnosis.gaps if "budget" in g.reason]
     assert len(gaps) == 1 and gaps[0].source == "slow.log"
     reason = gaps[0].reason
@@ -93,4 +94,5 @@ def test_the_report_names_the_spent_budget(slow_log: Path, cache_dir: Path) -> N
     assert {"source": "slow.log", "reason": reason} in json.loads(json.dumps(to_json(diagnosis)))["gaps"]
     out = io.StringIO()
     report(diagnosis, out)
-    assert f"slow.log: {reason}" in out.getvalue()
+    # The terminal wraps the gap to its width with a hanging indent: compare the words.
+    assert " ".join(f"slow.log: {reason}".split()) in " ".join(out.getvalue().split())

@@ -34,9 +34,14 @@ def attribute(event: KernelEvent, view: RunView) -> Attribution:
     if event.pid is not None and event.pid in view.pids:
         return Attribution(OWN, f"pid {event.pid} is the run's ({view.pids[event.pid]})")
     if event.task_memcg and view.cgroups:
-        if event.task_memcg in view.cgroups or any(event.task_memcg.startswith(c.rstrip("/") + "/") for c in view.cgroups):
+        # The root cgroup holds everything not put elsewhere: a run there shares it with the
+        # whole host, so only a victim *below* it (in a cgroup of its own) is told apart by it.
+        specific = {c for c in view.cgroups if c and c != "/"}
+        if event.task_memcg in specific or any(event.task_memcg.startswith(c.rstrip("/") + "/") for c in specific):
             return Attribution(OWN, f"its memory cgroup {event.task_memcg} is the run's")
-        return Attribution(ELSEWHERE, f"its memory cgroup {event.task_memcg} is not the run's ({', '.join(sorted(view.cgroups))})")
+        if specific or event.task_memcg != "/":
+            return Attribution(ELSEWHERE, f"its memory cgroup {event.task_memcg} is not the run's "
+                                          f"({', '.join(sorted(view.cgroups))})")
     start, end = view.window()
     if event.time is not None and ((start is not None and event.time < start) or (end is not None and event.time > end)):
         return Attribution(ELSEWHERE, "outside the run's time window")

@@ -41,6 +41,12 @@ def checks(evidence: Evidence, view: RunView, events: Sequence[KernelEvent]) -> 
             names = sorted({g.name or "GPU" for g in gpu.gpus})
             found.append(Check("gpu", "clean", f"{len(gpu.gpus)} GPU(s) ({', '.join(names)}): no uncorrected ECC errors, "
                                                f"no pending page retirement or row remap failure ({gpu.source})"))
+    if gpu is not None and view.pids:
+        used = [(g.index, proc.pid, proc.used_mib) for g in gpu.gpus for proc in g.processes if proc.pid in view.pids]
+        if used:
+            where = ", ".join(f"pid {pid} on GPU {index}" + (f" ({mib:.0f} MiB)" if mib is not None else "")
+                              for index, pid, mib in used[:8])
+            found.append(Check("gpu", "note", f"the run's processes hold GPU memory: {where}"))
     ckpt = evidence.checkpoints
     if ckpt is not None and ckpt.exists:
         if ckpt.free_bytes is not None:

@@ -115,6 +115,7 @@ def _text(cond: TextCondition, ctx: _Context) -> Outcome:
             source=scan.source.display, text=hit.text, line=hit.line_no, time=hit.time,
             rank=hit.rank if hit.rank is not None else scan.source.rank,
             host=(split_host(hit.text)[0] or ctx.host) if scan.source.host_prefixed else ctx.host, count=count,
+            match=hit.text[hit.span[0]:hit.span[1]] if hit.span else "",
         )
         for scan, hit, count in shown
     ]
@@ -199,13 +200,16 @@ def evaluate_rule(rule: Rule, ctx: _Context) -> Finding | Skipped | None:
 
 
 def _dedupe(items: Sequence[EvidenceItem]) -> list[EvidenceItem]:
-    seen: set[tuple[str, int | None, str]] = set()
+    seen: dict[tuple[str, int | None, str], int] = {}
     out: list[EvidenceItem] = []
     for item in items:
         key = (item.source, item.line, item.text)
-        if key not in seen:
-            seen.add(key)
+        at = seen.get(key)
+        if at is None:
+            seen[key] = len(out)
             out.append(item)
+        elif item.match and not out[at].match:  # an analyzer's copy of a matched line: keep what matched
+            out[at] = replace(out[at], match=item.match)
     return out
 
 

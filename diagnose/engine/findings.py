@@ -64,6 +64,58 @@ class Check:
     detail: str
 
 
+# ---------------------------------------------------------------- the run in time (engine/timeline.py builds it)
+
+@dataclass(frozen=True)
+class Mark:
+    """Something that happened on a lane, at a time (None: not known)."""
+
+    kind: str  # last-line | error | timeout | oom-kill | xid | segfault | exit
+    lane: str
+    time: float | None
+    label: str  # a few words: "watchdog timeout (ALLREDUCE #11)", "python3 pid 6139 was OOM-killed"
+    text: str = ""  # the line as printed
+    source: str = ""
+    line: int | None = None
+    approx: bool = False  # the time is inferred: the file's last write, or an earlier line's time
+    own: bool = True  # a kernel event of the run (False: nothing ties it to the run, or another run's)
+    cause: str = ""  # the id of the cause whose evidence this is
+
+
+@dataclass(frozen=True)
+class Lane:
+    key: str  # "rank 0", "node-a rank 0", "main", "launcher", "kernel", "kernel node-a"
+    kind: str  # rank | main | launcher | kernel
+    rank: int | None = None
+    host: str | None = None
+    state: str = ""  # a few words: "watchdog timeout; exit -6 (SIGABRT)", "behind (hung); SIGTERM"
+    first: float | None = None  # the first and last time the lane's log shows activity
+    last: float | None = None
+    activity: tuple[tuple[float, int], ...] = ()  # (bucket start, lines) over the timeline's span
+    untimed_before: bool = False  # it printed lines without a time before its first timed one
+    last_line: Mark | None = None
+    first_error: Mark | None = None
+
+
+@dataclass(frozen=True)
+class Timeline:
+    lanes: tuple[Lane, ...] = ()
+    marks: tuple[Mark, ...] = ()
+    start: float | None = None
+    end: float | None = None
+    first_failure: Mark | None = None
+    blamed: str = ""  # the lane of the top cause, when its evidence names one
+
+    @property
+    def rank_lanes(self) -> tuple[Lane, ...]:
+        return tuple(lane for lane in self.lanes if lane.kind == "rank")
+
+    def multi(self) -> bool:
+        """Several ranks or several nodes: worth a table of their own."""
+        hosts = {lane.host for lane in self.lanes if lane.kind != "kernel"}
+        return len(self.rank_lanes) >= 2 or len(hosts) >= 2
+
+
 @dataclass
 class Diagnosis:
     evidence: Evidence
@@ -77,3 +129,5 @@ class Diagnosis:
     state_reason: str = ""
     # (start, where it comes from, end, where it comes from) of the run's time window
     window: tuple[float | None, str, float | None, str] = (None, "", None, "")
+    # The run in time (lanes per rank and node, marks): for the reports that show it; None: not built.
+    timeline: Timeline | None = None

@@ -117,7 +117,8 @@ def rank_all(findings: Sequence[Finding], evidence: Evidence, min_severity: str 
         recognised = {location for f in findings for location in f.matched}
         pairs.extend((c, (0, c.evidence[-1].line or 0)) for c in unrecognised_causes(evidence, recognised))
     have_root = any(tier(c.role, c.severity) == 0 for c, _ in pairs)
-    pairs.extend((c, (0, 0)) for c in state_causes(run_state, view, have_root))
+    quoted = frozenset(item.source for c, _ in pairs for item in c.evidence)
+    pairs.extend((c, (0, 0)) for c in state_causes(run_state, view, have_root, quoted))
     pairs.sort(key=lambda pair: _sort_key(*pair))
     causes = [cause for cause, _ in pairs]
     roots = [c for c in causes if tier(c.role, c.severity) == 0]

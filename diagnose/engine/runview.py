@@ -17,7 +17,7 @@ from diagnose.evidence.lines import log_time, strip_ansi
 from diagnose.evidence.model import Evidence, TextFile, TextKind
 from diagnose.evidence.textio import read_head, read_tail
 
-LOG_TAIL = 4 * 1024 * 1024
+LOG_TAIL = 1024 * 1024
 LOG_HEAD = 64 * 1024
 STALL_AFTER = 600.0  # seconds of silence before a live run counts as stalled (--stall-after)
 

@@ -84,6 +84,7 @@ class LineHit:
     time: float | None
     rank: int | None
     captures: Mapping[str, str]
+    span: tuple[int, int] | None = None  # where in text the pattern matched (reports highlight it)
 
 
 @dataclass
@@ -263,7 +264,7 @@ class PureFinder:
         text = bytes(memoryview(buf)[:size]).decode("utf-8", errors="replace")
         hits: dict[int, list[int]] = {}  # pattern -> line ordinals in the piece
         left = dict.fromkeys(exact, CONFIRM_BUDGET)  # slow searches, as in the confirmation
-        clock = time.perf_counter
+        clock = time.thread_time  # CPU time of this thread: a busy machine must not stop a pattern
         for ordinal, line in enumerate(regex.split(r"[\r\n]", text)):
             line = line[:MAX_LINE]
             for index in exact:
@@ -541,7 +542,7 @@ class Scanner:
         count = buf.count
         timeout = LINE_TIMEOUT
         budget = result.budget
-        clock = time.perf_counter
+        clock = time.thread_time  # CPU time of this thread: a busy machine must not stop a pattern
         slow = SLOW_CONFIRM
         done = [-1] * len(self.patterns)  # per pattern: start of the last line it was tried on
         line_start = line_end = -1
@@ -592,7 +593,7 @@ class Scanner:
             moment = self._time(text, result.source, year)
             if moment is None and is_log:
                 moment = _time_before(buf, line_start, year, context)
-            summary.add(LineHit(base_line + newlines, text, moment, rank, _captures(match)))
+            summary.add(LineHit(base_line + newlines, text, moment, rank, _captures(match), match.span()))
 
     @staticmethod
     def _charge(result: FileScan, index: int, took: float, line_no: int) -> None:
@@ -615,7 +616,7 @@ class Scanner:
                 while summary.pending:
                     line_no, text, match = summary.pending.popleft()
                     moment = self._time(text, result.source, year)
-                    summary.last.append(LineHit(line_no, text, moment, rank, _captures(match)))
+                    summary.last.append(LineHit(line_no, text, moment, rank, _captures(match), match.span()))
 
 
 def _counted(blocks: Iterator[tuple[bytearray, int]]) -> Iterator[tuple[bytearray, int, int, bool]]:

@@ -16,7 +16,7 @@ from diagnose.engine.kernel_events import KernelEvent
 from diagnose.engine.runview import RunView, own_logs
 from diagnose.engine.tracebacks import find_crashes
 from diagnose.evidence.lines import strip_ansi
-from diagnose.evidence.model import Evidence, EvidenceItem, TextKind
+from diagnose.evidence.model import Evidence, EvidenceItem, ExitRecord, TextKind
 from diagnose.evidence.textio import read_tail
 from diagnose.vocab import Relaunch, Role, Severity
 
@@ -50,6 +50,7 @@ class RunState:
     last_lines: tuple[EvidenceItem, ...] = ()
     dmesg_checked: bool = False  # a kernel log was collected for the run's time
     own_oom: KernelEvent | None = None
+    bad_exit: ExitRecord | None = None  # the non-zero exit or signal a crash rests on, when it does
 
 
 def derive_state(evidence: Evidence, view: RunView, events: Sequence[KernelEvent]) -> RunState:
@@ -57,8 +58,8 @@ def derive_state(evidence: Evidence, view: RunView, events: Sequence[KernelEvent
     dmesg = bool(evidence.texts_of(TextKind.DMESG)) and not any(g.source == "dmesg" for g in evidence.gaps)
     own_oom = next((e for e in events if e.kind == "oom_kill" and attribute(e, view).verdict == OWN), None)
 
-    def state(name: str, reason: str) -> RunState:
-        return RunState(name, reason, last, dmesg, own_oom)
+    def state(name: str, reason: str, bad: ExitRecord | None = None) -> RunState:
+        return RunState(name, reason, last, dmesg, own_oom, bad)
 
     if view.alive:
         silent = view.silent_for()
@@ -67,7 +68,9 @@ def derive_state(evidence: Evidence, view: RunView, events: Sequence[KernelEvent
             use = f", {cpu:.1f} % CPU" if cpu is not None else ""
             return state(STALLED, f"alive (pid {_pids(view)}), but its log has been silent for {_ago(silent)}{use}")
         age = f"; last output {_ago(silent)} ago" if silent is not None else ""
-        return state(RUNNING, f"alive (pid {_pids(view)}){age}")
+        use = f", {cpu:.0f} % CPU" if cpu is not None else ""
+        since = _since(evidence)
+        return state(RUNNING, f"alive (pid {_pids(view)}{since}{use}){age}")
     if view.missing_logs and not any(_has_content(t.path) for t in own_logs(evidence)):
         return state(NEVER_STARTED, f"the expected log {view.missing_logs[0]} was never written and no process of "
                                     "the run is alive")
@@ -77,7 +80,7 @@ def derive_state(evidence: Evidence, view: RunView, events: Sequence[KernelEvent
     if any(e.code not in (0, None) or e.signal is not None for e in codes):
         bad = next(e for e in codes if e.code not in (0, None) or e.signal is not None)
         how = f"signal {bad.signal}" if bad.signal is not None else f"exit status {bad.code}"
-        return state(CRASHED, f"a process of the run ended with {how} ({bad.source})")
+        return state(CRASHED, f"a process of the run ended with {how} ({bad.source})", bad)
     if _ends_in_error(evidence):
         return state(CRASHED, "its log ends in an error")
     if codes and all(e.code == 0 for e in codes):
@@ -99,6 +102,15 @@ def _ago(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def _since(evidence: Evidence) -> str:
+    identity = getattr(evidence, "identity", None)
+    starts = [p.started_at for p in getattr(identity, "processes", ()) or () if getattr(p, "alive", False)
+              and isinstance(getattr(p, "started_at", None), (int, float))]
+    if not starts or evidence.run.collected_at is None:
+        return ""
+    return f", for {_ago(max(0.0, evidence.run.collected_at - min(starts)))}"
 
 
 def _cpu(evidence: Evidence) -> float | None:
@@ -149,12 +161,15 @@ STATE_CAUSES = {
     "run.never-started": "The launch never started: the run's log was never written and nothing of it runs",
     "run.killed-from-outside": "The run stopped mid-run with no error and no OOM kill: killed from outside",
     "run.stopped-without-error": "The log stops without an error: killed from outside, or hung",
+    "run.exited-with-error": "The run ended with a failing exit status, and its log does not say why",
 }
 
 
-def state_causes(run: RunState, view: RunView, have_root: bool) -> list[Cause]:
+def state_causes(run: RunState, view: RunView, have_root: bool, quoted: frozenset[str] = frozenset()) -> list[Cause]:
     """The cause a state makes on its own; never when a crash-level root already explains it,
-    except a stall (a live hang is what the engineer must see first)."""
+    except a stall (a live hang is what the engineer must see first). A crash only an exit status
+    shows is a cause only when no other cause quotes that exit record (`quoted`: the sources the
+    causes' evidence comes from), e.g. a segfault rule that is context here."""
     if run.state == STALLED:
         return [_stalled(run, view)]
     if have_root:
@@ -167,6 +182,8 @@ def state_causes(run: RunState, view: RunView, have_root: bool) -> list[Cause]:
                        ("Start it again in the foreground (or with `diagnose launch`) and read its first lines.",
                         "Check the launcher: `tmux ls`, the exec session, the scheduler's record of the job."),
                        Relaunch.MAYBE)]
+    if run.state == CRASHED and run.bad_exit is not None:
+        return [] if run.bad_exit.source in quoted else [_exited(run)]
     if run.state != STOPPED:
         return []
     if run.dmesg_checked and view.known and view.alive is False and run.own_oom is None:
@@ -184,6 +201,27 @@ def state_causes(run: RunState, view: RunView, have_root: bool) -> list[Cause]:
                    ("If it still runs, look at its stacks: `py-spy dump --pid PID`.",
                     "Otherwise check the kernel log (OOM killer) and the scheduler's record for who ended it."),
                    Relaunch.MAYBE)]
+
+
+def _exited(run: RunState) -> Cause:
+    """A crash only the exit status shows: no rule and no traceback explains it."""
+    from diagnose.rules.conditions import signal_name
+
+    bad = run.bad_exit
+    assert bad is not None
+    how = f"was killed by {signal_name(bad.signal)}" if bad.signal is not None else f"exited with status {bad.code}"
+    who = f"pid {bad.pid}" if bad.pid is not None else "the run"
+    record = EvidenceItem(bad.source, f"{who} {how}" + (f": {bad.message}" if bad.message else ""),
+                          None, bad.time, bad.rank, None)
+    return _cause("run.exited-with-error", Severity.ERROR, 0.5, (record, *run.last_lines),
+                  f"A process of the run {how} ({bad.source}), and neither a rule nor a traceback in its log says "
+                  "why: the program chose that status itself (sys.exit(N), a shell script's last command, a "
+                  "launcher passing on a child's failure), or a signal ended it from outside. Its last lines are "
+                  "below.",
+                  ("Read the end of the log and the code paths that exit with this status (sys.exit, exit N in a "
+                   "script); run it once in the foreground to see what it prints on stderr.",
+                   "For a signal: who sent it (a scheduler's limit, a user's kill, the OOM killer: see the kernel log)."),
+                  Relaunch.MAYBE, title=f"The run {how}, and its log does not say why")
 
 
 def _stalled(run: RunState, view: RunView) -> Cause:

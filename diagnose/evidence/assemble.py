@@ -6,7 +6,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnose.errors import ParseError
 from diagnose.evidence.model import (
@@ -14,7 +14,6 @@ from diagnose.evidence.model import (
     ExitRecord,
     FileKind,
     Gap,
-    GpuState,
     MetricSeries,
     Packages,
     RunInfo,
@@ -22,6 +21,9 @@ from diagnose.evidence.model import (
     TextKind,
 )
 from diagnose.evidence.textio import read_text
+
+if TYPE_CHECKING:
+    from diagnose.evidence.facts import GpuState
 
 FileEntry = tuple[FileKind, Path, str, "int | None", "float | None"]  # kind, location, display, rank, mtime
 
@@ -96,9 +98,9 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
             package_sources.append(display)
         elif isinstance(parsed, ExitRecord):
             exits.append(parsed)
-        elif isinstance(parsed, GpuState) and kind is FileKind.NVML:
-            gpu = parsed
-        elif isinstance(parsed, GpuState):
+        elif parsed is not None and kind is FileKind.NVML:
+            gpu = parsed  # not isinstance: the fact classes load only when a GPU file is here
+        elif parsed is not None:
             smi = parsed
             if smi.gpus:
                 gpu = smi
@@ -125,7 +127,8 @@ _GAP_SOURCE = {FileKind.PACKAGES: "packages", FileKind.NVIDIA_SMI: "gpu", FileKi
                FileKind.LIGHTNING_METRICS: "metrics", FileKind.WANDB_SUMMARY: "metrics", FileKind.LIGHTNING_HPARAMS: "metrics"}
 _METRIC_KINDS = (FileKind.TRAINER_STATE, FileKind.LIGHTNING_METRICS, FileKind.WANDB_SUMMARY)
 
-Parsed = Packages | GpuState | ExitRecord | str | list[MetricSeries] | list[ExitRecord] | None
+if TYPE_CHECKING:
+    Parsed = Packages | GpuState | ExitRecord | str | list[MetricSeries] | list[ExitRecord] | None
 
 
 def _pdsh(location: Path) -> bool:

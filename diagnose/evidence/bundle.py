@@ -80,6 +80,7 @@ class Manifest:
     exits: list[dict[str, Any]] | None = None
     gaps: list[dict[str, str]] = field(default_factory=list)
     identity: dict[str, Any] | None = None  # RunIdentity.to_json(): which run, and where each part came from
+    launch: dict[str, Any] | None = None  # the record `diagnose launch` wrote (live/records.py), as it was
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "created_by": f"diagnose {__version__}"}
@@ -294,6 +295,7 @@ def read_manifest(root: Path, label: str | None = None) -> Manifest:
         gaps=[{"source": str(g.get("source", "?")), "reason": str(g.get("reason", "?"))} for g in data.get("gaps") or []]
         + gaps,
         identity=_checked_identity(data.get("identity"), where),
+        launch=data.get("launch"),
     )
 
 

@@ -224,6 +224,10 @@ class EvidenceItem:
     rank: int | None = None
     host: str | None = None
     count: int = 1  # how many lines matched this pattern here; only the first/last few are kept
+    # The part of text a rule's pattern matched ("": not known, or a fact): reports highlight it
+    # and cut a long line around it. Kept as text, not a span, so that masking a secret in the
+    # line (which changes its length) cannot make it point at the wrong characters.
+    match: str = ""
 
     def location(self) -> str:
         return f"{self.source}:{self.line}" if self.line is not None else self.source

@@ -98,14 +98,32 @@ class _Pattern:
     def __init__(self, name: str, pattern: str, hints: tuple[str, ...], flags: int = 0,
                  accept: Callable[[re.Match[str]], bool] | None = None, anchored: bool = False) -> None:
         self.name = name
-        body, self.before = _split_start(pattern)
-        self.regex = re.compile(body, flags)
+        self._pattern, self._flags = pattern, flags
+        self._regex: re.Pattern[str] | None = None
+        self._before: re.Pattern[str] | None = None
         self.hints = hints
         self.accept = accept
         # anchored: every match starts with one of the hints (case aside). A case-insensitive
         # regex gets no fast literal scan, so in a long text the hints are found with str.find
         # in the lower-cased text and the regex is only tried there.
         self.anchored = anchored
+
+    def _compile(self) -> re.Pattern[str]:
+        # Compiled on first use: most reports hold no text that passes a pattern's hints, and
+        # compiling all of them costs a small scan's start-up ~20 ms.
+        body, self._before = _split_start(self._pattern)
+        self._regex = re.compile(body, self._flags)
+        return self._regex
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        return self._regex if self._regex is not None else self._compile()
+
+    @property
+    def before(self) -> re.Pattern[str] | None:
+        if self._regex is None:
+            self._compile()
+        return self._before
 
     def applies(self, lowered: str) -> bool:
         return any(h in lowered for h in self.hints)

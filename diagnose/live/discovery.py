@@ -98,6 +98,7 @@ def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host
 
     for path in spec.expected_logs or ():
         spec.log_sources[path] = ("config", f"logs in {spec.config_path or 'the config'}")
+    _launch_record(spec, want_logs="logs" not in rendered, configured_launcher=spec.launcher is not None)
     _discover(spec, search, wandb_dir=rendered.get("wandb_dir"), want_logs="logs" not in rendered,
               want_checkpoints="checkpoints" not in rendered)
     if spec.tmux_session is None:
@@ -108,6 +109,61 @@ def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host
     if "error_files" not in rendered:
         _elastic_errors_in_window(spec)
     return spec
+
+
+# ---------------------------------------------------------------- a launch record
+
+
+def _launch_record(spec: RunSpec, want_logs: bool, configured_launcher: bool) -> None:
+    """What `diagnose launch` recorded of the run (live/records.py): its log, launcher, start,
+    interpreter and, later, its pid and exit, as facts. A record folder another user owns or may
+    write is not read (a planted record could name any file or pid)."""
+    from diagnose.live import records
+
+    host = spec.host
+    folder = str(records.state_dir(host.environ(), host.home()))
+    path = os.path.join(folder, f"{spec.id}.json")
+    try:
+        st = host.stat(folder)
+    except PermissionError:
+        return
+    if st is None:
+        return
+    if not st.is_dir or st.uid != host.uid() or st.mode & 0o022:
+        spec.notes.append(f"launch records in {folder} not read: the folder is not ours alone")
+        return
+    try:
+        data = records.decode(host.read_bytes(path, records.MAX_RECORD_BYTES + 1), path)
+    except FileNotFoundError:
+        return
+    except (OSError, records.RecordError) as exc:
+        spec.notes.append(f"launch record {path} not read: {exc}")
+        return
+    if data.get("run_id") != spec.id:
+        spec.notes.append(f"launch record {path} names run {data.get('run_id')!r}; not read")
+        return
+    spec.launch_record, spec.launch_record_path = data, path
+    spec.looked.append(f"{path} (launch record)")
+    via = str(data.get("via") or "?")
+    launcher = records.part(data, "launcher")
+    log = data.get("log")
+    if want_logs and isinstance(log, str) and os.path.isabs(log):
+        spec.expected_logs = [*(spec.expected_logs or []), log] if log not in (spec.expected_logs or []) else spec.expected_logs
+        spec.log_sources[log] = ("launch-record", f"the launch record {path}")
+        if _is_file(host, log) and log not in spec.logs:
+            spec.logs.append(log)
+    if not configured_launcher:
+        where = (f", session {launcher.get('tmux_session')} on {launcher.get('tmux_socket')}" if via == "tmux"
+                 else f", unit {launcher.get('unit')}" if launcher.get("unit") else "")
+        spec.launcher, spec.launcher_source = "diagnose-launch", f"launch record {path} (via {via}{where})"
+    if via == "tmux" and spec.tmux_session is None and spec.tmux_socket is None and spec.tmux_socket_name is None:
+        socket_file, session = launcher.get("tmux_socket"), launcher.get("tmux_session")
+        if isinstance(socket_file, str) and isinstance(session, str):
+            spec.tmux_socket, spec.tmux_session = socket_file, session
+    interpreter = data.get("interpreter")
+    if isinstance(interpreter, dict) and isinstance(interpreter.get("path"), str):
+        spec.record_python = interpreter["path"]
+        spec.record_python_source = f"launch record ({interpreter.get('source') or 'at launch'})"
 
 
 # ---------------------------------------------------------------- siblings: other runs of the same shape

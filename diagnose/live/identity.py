@@ -38,10 +38,10 @@ def build_identity(spec: RunSpec, manifest: Manifest, collected_at: float) -> Ru
     logs = _logs(spec, manifest)
     inferred = list(spec.inferred)
     for proc in processes:
-        if proc.alive and proc.source not in ("command line names the run",) and not proc.source.startswith("pid file"):
+        if proc.alive and proc.source not in ("command line names the run",) and not proc.source.startswith(("pid file", "launch record")):
             inferred.append(f"process {proc.pid} ({proc.comm}): {proc.source}")
     launcher = _launcher(spec, manifest, tree_launcher)
-    if launcher.kind != "unknown" and not launcher.source.startswith(("launcher in", "tmux_session in")):
+    if launcher.kind != "unknown" and not launcher.source.startswith(("launcher in", "tmux_session in", "launch record")):
         inferred.append(f"launcher {launcher.kind}: {launcher.source}")
     identity = RunIdentity(
         id=spec.id, host=spec.host.name, mode="live", collected_at=collected_at, logs=tuple(logs),
@@ -124,7 +124,7 @@ def _launcher(spec: RunSpec, manifest: Manifest, tree: Mapping[str, str] | None)
         socket, session, server = state.socket_path, state.expected_session, state.server.value
         tmux_launched, tmux_basis = bool(state.launched), state.launched_basis
     tmux = {"tmux_socket": socket, "tmux_session": session, "tmux_server": server}
-    if spec.launcher and spec.launcher_source.startswith(("launcher in", "tmux_session in")):
+    if spec.launcher and spec.launcher_source.startswith(("launcher in", "tmux_session in", "launch record")):
         return RunLauncher(_kind(spec.launcher), spec.launcher_source, **tmux)
     if tmux_launched:
         return RunLauncher("tmux", tmux_basis, **tmux)
@@ -150,7 +150,12 @@ def _window(spec: RunSpec, manifest: Manifest, processes: Sequence[RunProcess], 
     started = [p.started_at for p in alive if p.started_at is not None]
     mtimes = [log.mtime for log in logs if log.exists and log.mtime is not None]
     start, start_source = None, ""
-    if spec.started_at is not None:
+    record = spec.launch_record or {}
+    launched = _num(record.get("started_at")) or _num(record.get("created_at"))
+    ended = record.get("exit") if isinstance(record.get("exit"), dict) else None
+    if launched is not None:
+        start, start_source = launched, "launch record"
+    elif spec.started_at is not None:
         start, start_source = spec.started_at, "first log line"
     elif mtimes:
         start, start_source = min(mtimes), "log mtime"
@@ -158,10 +163,12 @@ def _window(spec: RunSpec, manifest: Manifest, processes: Sequence[RunProcess], 
         start, start_source = spec.window_hint
     elif manifest.tmux and manifest.tmux.get("launched") and _num(manifest.tmux.get("socket_ctime")) is not None:
         start, start_source = _num(manifest.tmux.get("socket_ctime")), "tmux socket time"
-    if started and (start is None or min(started) < start):
+    if started and (start is None or min(started) < start) and launched is None:
         start, start_source = min(started), "process start"  # a log without timestamps says only when it last moved
     if alive:
         return RunWindow(start, start_source, now, "collection time (a process of the run is alive)")
+    if ended is not None and _num(ended.get("time")) is not None:
+        return RunWindow(start, start_source, _num(ended.get("time")), "exit (launch record)")
     if spec.last_activity is not None:
         return RunWindow(start, start_source, spec.last_activity, "last write")
     exits = [_num(e.get("time")) for e in manifest.exits or () if isinstance(e, dict)]
@@ -178,6 +185,8 @@ def _interpreter(spec: RunSpec, live: Mapping[str, str] | None) -> Interpreter |
         return Interpreter(spec.python, spec.python_source)
     if live and isinstance(live.get("path"), str):
         return Interpreter(str(live["path"]), str(live.get("source", "a live pid")))
+    if spec.record_python:
+        return Interpreter(spec.record_python, spec.record_python_source)
     for log in spec.logs[:10]:
         try:
             tail = spec.host.read_bytes(log, 2 * 1024 * 1024, -2 * 1024 * 1024)

@@ -10,6 +10,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from diagnose.errors import DiagnoseError
 from diagnose.live.config import DEFAULT_BUDGET, DEFAULT_STALL_AFTER
@@ -84,6 +85,11 @@ class RunSpec:
     inferred: list[str] = field(default_factory=list)  # sentences: what was inferred, from what
     window_hint: tuple[float, str] | None = None  # a start when no log says one (newest sibling's mtime)
     nearby_ids: dict[str, str] = field(default_factory=dict)  # id-like names seen while looking -> a path showing it
+    # The record `diagnose launch` wrote (live/records.py): its log, pid, launcher and exit are facts.
+    launch_record: dict[str, Any] | None = None
+    launch_record_path: str | None = None
+    record_python: str | None = None  # the interpreter a PATH lookup found at launch: reported, never run
+    record_python_source: str = ""
 
     def launch_window(self) -> tuple[float | None, float | None]:
         """The run's own span, unpadded: first log line (else the hint) to the last write (None: open)."""

@@ -1,4 +1,5 @@
-"""Helpers shared by the CI reporters (SARIF, JUnit, Markdown, GitHub): paths, thresholds, inputs."""
+"""Helpers shared by the reporters: paths, thresholds, inputs (CI formats); the causes sorted into
+serious, context and minor, and the one-line verdict (terminal, HTML)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import os
 import re
 from pathlib import Path, PurePosixPath
 
-from diagnose.engine.findings import Diagnosis
+from diagnose.engine.findings import Cause, Diagnosis
 from diagnose.evidence.model import EvidenceItem
-from diagnose.vocab import SEVERITIES
+from diagnose.vocab import SEVERITIES, Role, Severity
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 
@@ -97,3 +98,53 @@ def summary_line(diagnosis: Diagnosis) -> str:
     said = ", ".join(f"{n} {severity}" for severity, n in counts.items() if n)
     top = diagnosis.causes[0]
     return f"diagnose: run {run.id}: {len(diagnosis.causes)} cause(s) ({said}); top: {top.id}: {one_line(top.title, 160)}"
+
+
+# ---------------------------------------------------------------- the verdict (terminal, HTML)
+
+STATE_WORDS = {"never-started": "never started", "running": "running", "stalled": "stalled", "crashed": "crashed",
+               "stopped": "stopped", "finished": "finished", "unknown": "state unknown"}
+RELAUNCH_WORDS = {"no": "relaunch after the fix", "maybe": "fix first if you can, then relaunch",
+                  "yes": "a plain relaunch may succeed"}
+
+
+def state_words(state: str | None) -> str:
+    return STATE_WORDS.get(state or "", state or "")
+
+
+def partition(diagnosis: Diagnosis) -> tuple[list[Cause], list[Cause], list[Cause]]:
+    """(serious, context, minor): the causes at warning or above that are not context; host events
+    nothing ties to the run; the rest (informational findings)."""
+    serious = [c for c in diagnosis.causes if Severity(c.severity).at_least(Severity.WARNING) and c.role != Role.CONTEXT]
+    context = [c for c in diagnosis.causes if c.role == Role.CONTEXT and c.attribution == "unattributed"]
+    minor = [c for c in diagnosis.causes if c not in serious and c not in context]
+    return serious, context, minor
+
+
+def headline(cause: Cause) -> str:
+    """A cause's title as the middle of a sentence: its first clause, the capital dropped unless
+    the first word is an acronym (NCCL, CUDA)."""
+    title = cause.title.split(" - ", 1)[0].strip()
+    first = title.split(" ", 1)[0]
+    if first[:1].isupper() and not first.isupper() and not any(ch.isdigit() for ch in first):
+        title = title[:1].lower() + title[1:]
+    return title
+
+
+def verdict(diagnosis: Diagnosis, where: str = "above") -> str:
+    """One line: the run, its top cause with its id, what to do about relaunching, how many more.
+    `flex7: the launch never started (launch.tmux-server-died) - relaunch after the fix; 2 more causes above`"""
+    serious, _context, _minor = partition(diagnosis)
+    run = diagnosis.evidence.run.id
+    if not serious:
+        state = f" (the run {state_words(diagnosis.state)})" if diagnosis.state and diagnosis.state != "unknown" else ""
+        return f"{run}: no cause found at warning or above{state}"
+    top = serious[0]
+    text = f"{run}: {headline(top)} ({top.id})"
+    advice = RELAUNCH_WORDS.get(top.relaunch or "")
+    if advice:
+        text += f" - {advice}"
+    more = len(serious) - 1
+    if more:
+        text += f"; {more} more cause{'s' if more > 1 else ''} {where}"
+    return text

@@ -20,6 +20,7 @@ class Format(str, Enum):
     JUNIT = "junit"
     MARKDOWN = "markdown"
     GITHUB = "github"
+    HTML = "html"
 
 
 class Reporter(Protocol):
@@ -40,6 +41,7 @@ MODULES: dict[Format, str] = {
     Format.JUNIT: "junit",
     Format.MARKDOWN: "markdown",
     Format.GITHUB: "github",
+    Format.HTML: "html",
 }
 
 

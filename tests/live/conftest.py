@@ -25,6 +25,7 @@ import pytest
 
 from tests.conftest import FIXTURES, run_cli
 from tests.live.identity_support import children  # noqa: F401  (the fixture)
+from tests.live.launch_support import launches  # noqa: F401  (the fixture)
 from tests.livehelpers import PrivateTmux, tmux_env
 
 MEMCG = Path("/sys/fs/cgroup/memory")

@@ -169,7 +169,7 @@ def _collective(line: LogLine) -> CollectiveRecord | None:
     return None
 
 
-def _own_output(text: str) -> bool:
+def own_output(text: str) -> bool:
     """A line the training code printed itself: not torch's / NCCL's logging, not a traceback."""
     body = _PREFIXES.sub("", text, count=1)
     if not body.strip() or body[:1].isspace():  # traceback frames and code lines are indented
@@ -220,7 +220,7 @@ def read_file(source: TextFile, tail_bytes: int = TAIL_BYTES) -> RunLog:
             rank = line_rank(segment, source.rank)
             if rank is not None:
                 log.ranks.add(rank)
-                if _own_output(segment):
+                if own_output(segment):
                     log.last_line[rank] = LogLine(source.display, line_no, segment, rank, year)
             if want_last_error:
                 want_last_error = False

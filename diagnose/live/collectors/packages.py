@@ -235,6 +235,8 @@ def _environments(ctx: Context) -> list[tuple[str, str]]:
         prefixes.append((os.path.dirname(os.path.dirname(spec.python)), f"environment of the {spec.python_source}"))
     if spec.wandb_python and os.path.isabs(spec.wandb_python):
         prefixes.append((os.path.dirname(os.path.dirname(spec.wandb_python)), "environment of the interpreter wandb recorded"))
+    if spec.record_python and os.path.isabs(spec.record_python):  # found on PATH at launch: read beside, never run
+        prefixes.append((os.path.dirname(os.path.dirname(spec.record_python)), "environment of the interpreter the launch record names"))
     if spec.workdir:
         prefixes += [(os.path.join(spec.workdir, name), f"{name} in the run's directory") for name in (".venv", "venv")]
     for prefix, why in prefixes:

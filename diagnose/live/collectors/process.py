@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import re
 
+from diagnose.evidence.facts import RunProcess
 from diagnose.live.collectors.base import Context, Output
 from diagnose.live.collectors.procscan import _INTERPRETER, NOT_THE_RUN, _is_diagnose, scan_run
-from diagnose.live.hosts import Host, ProcessInfo
+from diagnose.live.hosts import Host, ProcessInfo, cgroup_of
 from diagnose.live.runs import RunSpec, run_name_pattern
 
 
@@ -20,7 +21,10 @@ def collect(ctx: Context) -> Output:
         how, found, pid_file_pid = _find(ctx.spec, ctx.host)
     except OSError as exc:
         return Output(status="gap", reason=f"{ctx.spec.pid_file}: {exc.strerror or exc}")
-    scan = scan_run(ctx, found, how)
+    recorded, ended = _record_pids(ctx.spec, ctx.host)
+    found = [*found, *(p for p in recorded if p.pid not in {f.pid for f in found})]
+    scan = scan_run(ctx, found, how, {p.pid: "launch record" for p in recorded})
+    scan.processes.extend(ended)
     alive = [p for p in scan.processes if p.alive]
     pids = [p.pid for p in alive] if pid_file_pid is None else ([pid_file_pid] if found else [])
     command = alive[0].cmdline[:300] if alive else ""
@@ -35,6 +39,29 @@ def collect(ctx: Context) -> Output:
         "launcher": scan.launcher, "interpreter": scan.interpreter,
     }
     return Output(facts={"process": state}, gaps=scan.gaps, notes=scan.notes)
+
+
+def _record_pids(spec: RunSpec, host: Host) -> tuple[list[ProcessInfo], list[RunProcess]]:
+    """The pid the launch record names: live (same pid, same start time), or ended (kept, so the
+    kernel's lines about it are the run's)."""
+    record = spec.launch_record
+    if not record or not isinstance(record.get("pid"), int):
+        return [], []
+    from diagnose.live import records
+
+    pid = record["pid"]
+    command = " ".join(str(w) for w in record.get("command") or [])[:2000]
+    if host.local and records.alive(pid, record.get("pid_start_ticks")):
+        proc = next((p for p in host.processes() if p.pid == pid), None)
+        if proc is not None:
+            return [proc], []
+    ended = records.part(record, "exit")
+    how = f"launch record ({ended.get('how')})" if ended.get("how") else "launch record (no longer alive)"
+    started = record.get("started_at")
+    lines = record.get("cgroup")
+    cgroup = cgroup_of("\n".join(str(line) for line in lines)) if isinstance(lines, list) else None
+    return [], [RunProcess(pid, 0, os.path.basename(str((record.get("command") or ["?"])[0]))[:15], command, False, how,
+                           cgroup, float(started) if isinstance(started, (int, float)) else None)]
 
 
 def run_processes(spec: RunSpec, host: Host) -> tuple[str, list[ProcessInfo]]:

@@ -36,6 +36,8 @@ def _is_diagnose(proc: ProcessInfo) -> bool:
     head = proc.cmdline[:6]  # python -I -S -c SNIPPET: the snippet is the fifth word
     if any(os.path.basename(arg) == "diagnose" for arg in head) or ("-m" in head and "diagnose" in head):
         return True
+    if "diagnose.live.supervise" in head:  # the supervisor of a `diagnose launch` (and its tmux pane)
+        return True
     text = " ".join(head)
     return "nvml_probe.py" in text or "importlib.metadata as m" in text or "-m pip list" in text
 
@@ -61,7 +63,7 @@ class Scan:
     notes: list[str] = field(default_factory=list)
 
 
-def scan_run(ctx: Context, found: Sequence[ProcessInfo], how: str) -> Scan:
+def scan_run(ctx: Context, found: Sequence[ProcessInfo], how: str, reasons: dict[int, str] | None = None) -> Scan:
     spec, host = ctx.spec, ctx.host
     table = host.processes()
     by_pid = {p.pid: p for p in table}
@@ -71,7 +73,7 @@ def scan_run(ctx: Context, found: Sequence[ProcessInfo], how: str) -> Scan:
         return (proc.pid not in mine and proc.comm not in NOT_THE_RUN and bool(proc.cmdline) and not _is_diagnose(proc)
                 and os.path.basename(proc.cmdline[0]) not in NOT_THE_RUN)
 
-    chosen: dict[int, str] = {p.pid: _first_reason(how) for p in found}
+    chosen: dict[int, str] = {p.pid: (reasons or {}).get(p.pid) or _first_reason(how) for p in found}
     for proc in table:
         if ctx.remaining() < 1.0 or len(chosen) >= MAX_PROCESSES:
             break

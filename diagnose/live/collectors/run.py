@@ -172,6 +172,8 @@ def collect_run(spec: RunSpec, progress: bool = False, collectors: Sequence[Coll
         notes.extend(output.notes)
     manifest.collectors = {info.name: statuses[info.name] for info in chosen}
     manifest.exits = _exits(manifest, spec)
+    if spec.launch_record is not None:
+        manifest.launch = {key: value for key, value in spec.launch_record.items() if not key.startswith("_")}
     seconds = time.monotonic() - started
     manifest.run = {
         "id": spec.id,
@@ -212,6 +214,16 @@ def _exits(manifest: Manifest, spec: RunSpec) -> list[dict[str, Any]] | None:
     from diagnose.evidence.parsers.tmux import parse_tmux
 
     records: list[dict[str, Any]] = list(manifest.exits or [])
+    ended = (spec.launch_record or {}).get("exit")
+    if isinstance(ended, dict):
+        code, sig, when = ended.get("code"), ended.get("signal"), ended.get("time")
+        pid = (spec.launch_record or {}).get("pid")
+        records.append(asdict(ExitRecord(
+            "launch record", code if isinstance(code, int) and not isinstance(code, bool) else None,
+            sig if isinstance(sig, int) and not isinstance(sig, bool) else None, None,
+            pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+            f"{ended.get('how') or 'ended'} (launch record {spec.launch_record_path})",
+            float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else None)))
     if manifest.tmux is not None:
         state = parse_tmux(manifest.tmux, manifest.tmux.get("expected_session"))
         wanted = state.expected_session

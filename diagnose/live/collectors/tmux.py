@@ -70,6 +70,9 @@ def launched(ctx: Context, expected: str | None, st: FileStat | None) -> tuple[b
     nothing (another user's or an old server's is left behind for weeks): only one made inside
     the run's launch window counts."""
     spec = ctx.spec
+    record = spec.launch_record or {}
+    if record.get("via") == "tmux" and spec.tmux_session == (record.get("launcher") or {}).get("tmux_session"):
+        return True, f"the launch record {spec.launch_record_path} names its tmux session"
     if spec.tmux_session is not None:
         return True, "the config names its tmux session"
     if spec.launcher == "tmux":
