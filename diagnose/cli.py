@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -109,7 +109,14 @@ def report_options(func: F) -> F:
         click.option("--until", help="Only evidence at or before this time."),
         # The report file of a single --format (kept for scripts; --format FMT=FILE says it better).
         click.option("-o", "--output", type=click.Path(path_type=Path), hidden=True),
-        click.option("-v", "--verbose", is_flag=True, help="Show skipped rules, all evidence, references."),
+        click.option("-v", "--verbose", is_flag=True, help="Show skipped rules, skipped files, all evidence, references."),
+        click.option("-q", "--quiet", is_flag=True, help="The terminal report is one summary line (other formats unchanged)."),
+        click.option("--color", "--colour", "color", type=click.Choice(["auto", "always", "never"]), default="auto",
+                     show_default=True, help="Colour in the terminal report; auto: on a terminal, off with NO_COLOR, "
+                                             "on with FORCE_COLOR (CI logs)."),
+        click.option("--sarif-category", "sarif_category", envvar="DIAGNOSE_SARIF_CATEGORY", metavar="NAME",
+                     help="SARIF automationDetails.id (one per CI job; default in GitHub Actions: "
+                          "diagnose/WORKFLOW/JOB plus $DIAGNOSE_MATRIX)."),
     ])
 
 
@@ -119,7 +126,8 @@ def rule_options(func: F) -> F:
         click.option("--rules", "rule_dirs", type=click.Path(path_type=Path), multiple=True,
                      help="Extra rule folder or file (may repeat); same id overrides a built-in rule."),
         click.option("--config", "config_path", type=click.Path(path_type=Path),
-                     help="Config file (default: ./diagnose.toml, else ~/.config/diagnose/config.toml)."),
+                     help="Config file (default: the nearest diagnose.toml, or pyproject.toml with [tool.diagnose], "
+                          "here or in a folder above; else ~/.config/diagnose/config.toml)."),
     ])
 
 
@@ -182,9 +190,27 @@ def load_ruleset(rule_dirs: Sequence[Path], extra_from_config: Sequence[Path] = 
     return load_rules_cached([*extra_from_config, *rule_dirs])
 
 
+def resolve_color(choice: str, env: Mapping[str, str] | None = None) -> bool | None:
+    """--color always/never decide; auto: NO_COLOR (any value) turns colour off, FORCE_COLOR
+    (other than 0/false) turns it on, else None: a terminal gets colour (no-color.org,
+    force-color.org)."""
+    if choice == "always":
+        return True
+    if choice == "never":
+        return False
+    environ = os.environ if env is None else env
+    if environ.get("NO_COLOR"):
+        return False
+    force = environ.get("FORCE_COLOR")
+    if force is not None and force.strip().lower() not in ("0", "false", "no", "off"):
+        return True
+    return None
+
+
 def emit(diagnosis: Diagnosis, formats: Sequence[tuple[str, Path | None]], fail_on: str, verbose: bool,
-         ruleset: RuleSet | None = None) -> ExitCode:
-    """Write every requested report of one diagnosis; the exit code follows --fail-on."""
+         ruleset: RuleSet | None = None, **options: Any) -> ExitCode:
+    """Write every requested report of one diagnosis; the exit code follows --fail-on. options:
+    what some formats take (color and quiet for the terminal, category for SARIF)."""
     import io
 
     from diagnose.report.render import Format, render
@@ -202,7 +228,7 @@ def emit(diagnosis: Diagnosis, formats: Sequence[tuple[str, Path | None]], fail_
             rendered.append((chosen, None, ""))  # streamed straight to the terminal below
             continue
         buffer = io.StringIO()
-        render(chosen, diagnosis, buffer, verbose, rules=rules, fail_on=fail_on)
+        render(chosen, diagnosis, buffer, verbose, rules=rules, fail_on=fail_on, **options)
         rendered.append((chosen, target, buffer.getvalue()))
     for chosen, target, text in sorted(rendered, key=lambda item: item[1] is None):  # files first
         if target is not None:
@@ -212,7 +238,7 @@ def emit(diagnosis: Diagnosis, formats: Sequence[tuple[str, Path | None]], fail_
             except OSError as exc:
                 raise DiagnoseError(f"{target}: cannot write report ({exc.strerror or exc})") from None
         elif chosen is Format.TERMINAL:
-            render(chosen, diagnosis, sys.stdout, verbose, rules=rules, fail_on=fail_on)
+            render(chosen, diagnosis, sys.stdout, verbose, rules=rules, fail_on=fail_on, **options)
         else:
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -244,7 +270,7 @@ def main() -> None:
       diagnose launch RUN_ID -- CMD    start a run detached, supervised; say within seconds if it started
       diagnose watch RUN_ID      follow a run; diagnose it when it ends or stalls
       diagnose runs              the runs diagnose launch started, and their state
-      diagnose rules list|show|test|lint|new
+      diagnose rules list|show|test|lint|new|docs|schema
 
     Exit codes: 0 nothing at or above --fail-on, 1 causes found, 2 error, 130 interrupted.
     """
@@ -267,6 +293,56 @@ def parse_age(value: str, name: str) -> float:
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
 
 
+def looks_like_bundle_path(target: str) -> bool:
+    """Whether a missing target was meant as a path: it names a folder (a slash) or an archive."""
+    return "/" in target or target.lower().endswith((".tar.gz", ".tgz", ".tar")) or target.startswith("~")
+
+
+def check_dirs(search_dirs: Sequence[Path]) -> None:
+    """--dir must name folders that are there: a typo must not turn into "nothing relates to the run"."""
+    for folder in search_dirs:
+        try:
+            if not folder.exists():
+                raise DiagnoseError(f"--dir {folder}: no such directory")
+            if not folder.is_dir():
+                raise DiagnoseError(f"--dir {folder}: not a directory")
+        except OSError as exc:
+            raise DiagnoseError(f"--dir {folder}: cannot look into it ({exc.strerror or exc})") from None
+
+
+def timed_diagnose(evidence: Any, ruleset: RuleSet, **kwargs: Any) -> Diagnosis:
+    """app.diagnose with a progress line on stderr when it takes over a second on a terminal."""
+    from diagnose.app import diagnose
+
+    with delayed_status(evidence_label(evidence)):
+        return diagnose(evidence, ruleset, **kwargs)
+
+
+def evidence_label(evidence: Any) -> str:
+    count = len(evidence.texts)
+    return f"scanning {count} file(s)" if count != 1 else f"scanning {evidence.texts[0].display}"
+
+
+def delayed_status(label: str, delay: float = 1.0) -> Any:
+    """A rich spinner on stderr, shown only when the work lasts past `delay` seconds and stderr is a
+    terminal (never in a pipe or a CI log; DIAGNOSE_PROGRESS=0 turns it off)."""
+    import contextlib
+
+    from diagnose.report._progress import DelayedStatus
+
+    with contextlib.suppress(ValueError):  # DIAGNOSE_PROGRESS_AFTER: the delay in seconds (tests show it at once)
+        delay = float(os.environ.get("DIAGNOSE_PROGRESS_AFTER", delay))
+    return DelayedStatus(label, delay, enabled=sys.stderr.isatty() and os.environ.get("DIAGNOSE_PROGRESS") != "0")
+
+
+def stdin_as_file(paths: Sequence[str]) -> Any:
+    """`-` among the paths: standard input, copied to a private temp file (it may be a pipe,
+    which the scanner never opens) and removed afterwards."""
+    from diagnose.evidence.stdin import stdin_paths
+
+    return stdin_paths(paths, sys.stdin.buffer)
+
+
 @main.command("run")
 @click.argument("target", metavar="RUN_ID|BUNDLE")
 @report_options
@@ -276,11 +352,11 @@ def parse_age(value: str, name: str) -> float:
 @guarded
 @click.pass_context
 def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_on: str, since: str | None,
-                until: str | None, output: Path | None, verbose: bool, rule_dirs: tuple[Path, ...],
-                config_path: Path | None, search_dirs: tuple[Path, ...], stall_after: str, engine: str) -> None:
+                until: str | None, output: Path | None, verbose: bool, quiet: bool, color: str,
+                sarif_category: str | None, rule_dirs: tuple[Path, ...], config_path: Path | None,
+                search_dirs: tuple[Path, ...], stall_after: str, engine: str) -> None:
     """Diagnose RUN_ID (a run on this machine) or BUNDLE (a saved bundle). `diagnose RUN_ID` is
     the short form."""
-    from diagnose.app import diagnose
     from diagnose.evidence.bundle import evidence_from_bundle
     from diagnose.evidence.inputs import is_bundle
     from diagnose.live.runs import path_exists
@@ -288,7 +364,15 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
     chosen = parse_formats(formats, output)
     since_t, until_t = parse_time(since, "since"), parse_time(until, "until")
     path = Path(target)
-    if path_exists(path) and is_bundle(path):
+    exists = path_exists(path)
+    if not exists and looks_like_bundle_path(target):
+        # ./nope.tar.gz, runs/flex7/: a path the user meant, not a run id to look for
+        from diagnose.live.runs import RUN_ID
+
+        also = "" if RUN_ID.match(target) else "; and not a run id (letters, digits and . _ - @ + = : only)"
+        raise DiagnoseError(f"{target}: no such bundle (a folder or .tar.gz written by `diagnose collect`){also}")
+    check_dirs(search_dirs)
+    if exists and is_bundle(path):
         evidence = evidence_from_bundle(path)  # first: a bad bundle is refused without waiting on the rules
         ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
     else:
@@ -304,9 +388,10 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
                             stall_after=parse_age(stall_after, "stall-after"))
         ruleset = load_ruleset(rule_dirs, config.rule_dirs)
         evidence = pending.evidence()
-    diagnosis = diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t,
-                         stall_after=parse_age(stall_after, "stall-after"))
-    ctx.exit(emit(diagnosis, chosen, fail_on, verbose, ruleset))
+    diagnosis = timed_diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t,
+                               stall_after=parse_age(stall_after, "stall-after"))
+    ctx.exit(emit(diagnosis, chosen, fail_on, verbose, ruleset, color=resolve_color(color), quiet=quiet,
+                  category=sarif_category))
 
 
 @main.command("collect")
@@ -314,7 +399,7 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
 @click.option("-o", "--output", "out", type=click.Path(path_type=Path), required=True,
               help="Bundle to write: a new directory, or a file ending in .tar.gz.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
-              help="Config file (default: ./diagnose.toml, else ~/.config/diagnose/config.toml).")
+              help="Config file (default: the nearest diagnose.toml or pyproject.toml [tool.diagnose], else the user config).")
 @search_dir_option
 @click.option("-v", "--verbose", is_flag=True, help="Show gap reasons in full.")
 @click.option("--raw", is_flag=True,
@@ -351,21 +436,24 @@ def collect_command(run_id: str, out: Path, config_path: Path | None, search_dir
 @guarded
 @click.pass_context
 def scan_command(ctx: click.Context, paths: tuple[str, ...], formats: tuple[str, ...], fail_on: str, since: str | None,
-                 until: str | None, output: Path | None, verbose: bool, rule_dirs: tuple[Path, ...],
-                 config_path: Path | None, engine: str) -> None:
-    """Scan captured files and folders: training logs, kernel logs (dmesg), nvidia-smi output,
-    package lists (pip freeze / pip list / conda list / collect_env / requirements.txt),
-    torchelastic error files, bundles. Kinds are detected; KIND:PATH forces one
-    (log, dmesg, nvidia-smi, nvml, packages, elastic-error). .gz/.bz2/.xz are read directly."""
-    from diagnose.app import diagnose
+                 until: str | None, output: Path | None, verbose: bool, quiet: bool, color: str,
+                 sarif_category: str | None, rule_dirs: tuple[Path, ...], config_path: Path | None, engine: str) -> None:
+    """Scan captured files and folders (`-` reads standard input): training logs, kernel logs
+    (dmesg), nvidia-smi output, package lists (pip freeze / pip list / conda list / collect_env /
+    requirements.txt), torchelastic error files, HF Trainer trainer_state.json, Lightning
+    metrics.csv, wandb files, NCCL flight-recorder dumps, sacct output, Kubernetes pod JSON,
+    bundles. Kinds are detected; KIND:PATH forces one (see docs/ci.md). .gz/.bz2/.xz are read
+    directly. Folder scans note every file they skip and why (-v lists them)."""
     from diagnose.evidence.inputs import evidence_from_paths
 
     chosen = parse_formats(formats, output)
     since_t, until_t = parse_time(since, "since"), parse_time(until, "until")
     ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
-    evidence = evidence_from_paths(paths)
-    diagnosis = diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t)
-    ctx.exit(emit(diagnosis, chosen, fail_on, verbose, ruleset))
+    with stdin_as_file(paths) as (args, names):
+        evidence = evidence_from_paths(args, names)
+        diagnosis = timed_diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t)
+    ctx.exit(emit(diagnosis, chosen, fail_on, verbose, ruleset, color=resolve_color(color), quiet=quiet,
+                  category=sarif_category))
 
 
 @main.group("rules")
@@ -457,6 +545,37 @@ def rules_lint(paths: tuple[Path, ...], rule_dirs: tuple[Path, ...], config_path
         click.echo(issue.render())
     click.echo(lint_summary(report), err=True)
     sys.exit(ExitCode.FINDINGS if report.errors else ExitCode.OK)
+
+
+@rules_group.command("docs")
+@click.argument("directory", type=click.Path(path_type=Path))
+@rule_options
+@click.option("--builtin-only", is_flag=True, help="Only the built-in rules (as docs/rules/ of the project holds them).")
+@guarded
+def rules_docs(directory: Path, rule_dirs: tuple[Path, ...], config_path: Path | None, builtin_only: bool) -> None:
+    """Write one Markdown page per rule (what it means, the fix, the real lines its tests match,
+    references) and an index (README.md) into DIRECTORY. SARIF's helpUri points at these pages."""
+    from diagnose.ruletools.docs import write_rule_docs
+
+    rules = load_ruleset(rule_dirs, config_rule_dirs(config_path)).rules
+    if builtin_only:
+        rules = [r for r in rules if r.builtin]
+    try:
+        written = write_rule_docs(rules, directory)
+    except OSError as exc:
+        raise DiagnoseError(f"{directory}: cannot write the rule pages ({exc.strerror or exc})") from None
+    click.echo(f"diagnose: wrote {len(written)} page(s) into {directory}", err=True)
+
+
+@rules_group.command("schema")
+@guarded
+def rules_schema() -> None:
+    """Print the JSON Schema of a rule file (the one shipped as diagnose/schema/rule.schema.json)."""
+    import json
+
+    from diagnose.ruletools.schema import rule_schema
+
+    click.echo(json.dumps(rule_schema(), indent=2))
 
 
 @rules_group.command("new")

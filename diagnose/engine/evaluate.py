@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from diagnose.engine.findings import Finding, Skipped
 from diagnose.engine.scan import FileScan, LineHit, PatternSet, scan_texts
+from diagnose.evidence.lines import split_host
 from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextKind
 from diagnose.rules import conditions as facts
 from diagnose.rules.conditions import FactCondition
@@ -114,7 +115,8 @@ def _text(cond: TextCondition, ctx: _Context) -> Outcome:
     items = [
         EvidenceItem(
             source=scan.source.display, text=hit.text, line=hit.line_no, time=hit.time,
-            rank=hit.rank if hit.rank is not None else scan.source.rank, host=ctx.host, count=count,
+            rank=hit.rank if hit.rank is not None else scan.source.rank,
+            host=(split_host(hit.text)[0] or ctx.host) if scan.source.host_prefixed else ctx.host, count=count,
             match=hit.text[hit.span[0]:hit.span[1]] if hit.span else "",
         )
         for scan, hit, count in shown

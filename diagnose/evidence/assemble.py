@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from diagnose.errors import ParseError
 from diagnose.evidence.model import (
@@ -15,6 +15,7 @@ from diagnose.evidence.model import (
     ExitRecord,
     FileKind,
     Gap,
+    MetricSeries,
     Packages,
     RunInfo,
     TextFile,
@@ -46,11 +47,29 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
     gpu: GpuState | None = None
     exits: list[ExitRecord] = []
     gaps: list[Gap] = []
+    metrics: list[MetricSeries] = []
+    read_metrics = False
+    file_notes: list[str] = []
+    flight: list[Any] = []  # flight-recorder records of the ranks, compared below
     for kind, location, display, rank, mtime in entries:
         text_kind = kind.text_kind
         if text_kind is not None:
             year = time.localtime(mtime).tm_year if mtime else None
-            texts.append(TextFile(text_kind, location, display, rank, mtime, boot_time if text_kind.value == "dmesg" else None, year))
+            texts.append(TextFile(text_kind, location, display, rank, mtime, boot_time if text_kind.value == "dmesg" else None, year,
+                                  host_prefixed=text_kind is TextKind.LOG and _pdsh(location)))
+            continue
+        if kind.also_scanned:  # its lines are evidence too (rules quote them with line numbers)
+            year = time.localtime(mtime).tm_year if mtime else None
+            texts.append(TextFile(TextKind.LOG, location, display, rank, mtime, None, year))
+        if kind is FileKind.NCCL_TRACE:
+            from diagnose.evidence.parsers.flightrec import read_flight_record
+
+            said, gap, record = read_flight_record(location, display)
+            file_notes.extend(said)
+            if gap is not None:
+                gaps.append(Gap("nccl-trace", gap))
+            if record is not None:
+                flight.append(record)
             continue
         content = read_text(location)
         try:
@@ -61,7 +80,21 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
         except Exception as exc:  # a parser bug costs that file's evidence, never the diagnosis
             gaps.append(Gap(_GAP_SOURCE.get(kind, kind.value), f"{display}: could not parse ({type(exc).__name__}: {exc})"))
             continue
-        if isinstance(parsed, Packages):
+        if kind in _METRIC_KINDS:
+            read_metrics = True
+        if isinstance(parsed, str):
+            file_notes.append(parsed)
+        elif isinstance(parsed, list):
+            for item in parsed:
+                if isinstance(item, MetricSeries):
+                    metrics.append(item)
+                elif isinstance(item, ExitRecord):
+                    exits.append(item)
+            if kind in _METRIC_KINDS:
+                from diagnose.evidence.parsers.metrics import describe
+
+                file_notes.extend(describe([m for m in parsed if isinstance(m, MetricSeries)]))
+        elif isinstance(parsed, Packages):
             for name, version in parsed.versions.items():
                 versions.setdefault(name, version)
             package_sources.append(display)
@@ -81,16 +114,40 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
                 texts.append(TextFile(TextKind.LOG, location, display, rank, mtime, None, year))
                 first = next((line.strip() for line in content.splitlines() if line.strip()), "no output")
                 gaps.append(Gap("gpu", f"{display}: no GPU state in it ({first[:200]})"))
+    if flight:
+        from diagnose.evidence.parsers.flightrec import compare_ranks
+
+        file_notes.extend(compare_ranks(flight))
     packages = Packages(versions, ", ".join(package_sources)) if package_sources else None
     info = run or RunInfo(id="scan", mode="scan", inputs=tuple(str(e[1]) for e in entries))
     return Evidence(run=info, texts=tuple(texts), packages=packages, gpu=gpu, exits=tuple(exits) if exits else None,
-                    gaps=tuple(gaps), notes=tuple(notes))
+                    gaps=tuple(gaps), notes=tuple(notes) + tuple(file_notes), metrics=tuple(metrics) if read_metrics else None)
 
 
-_GAP_SOURCE = {FileKind.PACKAGES: "packages", FileKind.NVIDIA_SMI: "gpu", FileKind.NVML: "gpu", FileKind.ELASTIC_ERROR: "exit"}
+_GAP_SOURCE = {FileKind.PACKAGES: "packages", FileKind.NVIDIA_SMI: "gpu", FileKind.NVML: "gpu", FileKind.ELASTIC_ERROR: "exit",
+               FileKind.K8S_POD: "exit", FileKind.SACCT: "exit", FileKind.TRAINER_STATE: "metrics",
+               FileKind.LIGHTNING_METRICS: "metrics", FileKind.WANDB_SUMMARY: "metrics", FileKind.LIGHTNING_HPARAMS: "metrics"}
+_METRIC_KINDS = (FileKind.TRAINER_STATE, FileKind.LIGHTNING_METRICS, FileKind.WANDB_SUMMARY)
+
+if TYPE_CHECKING:
+    Parsed = Packages | GpuState | ExitRecord | str | list[MetricSeries] | list[ExitRecord] | None
 
 
-def _parse_one(kind: FileKind, content: str, display: str, rank: int | None) -> Packages | GpuState | ExitRecord | None:
+def _pdsh(location: Path) -> bool:
+    """Whether a log is pdsh output (each line "<host>: ..."), from its first 16 KiB."""
+    from diagnose.evidence.lines import host_prefixed
+    from diagnose.evidence.textio import read_head
+
+    try:
+        head = read_head(location, 16 * 1024)
+    except Exception:  # unreadable here: the scanner says why
+        return False
+    if b": " not in head:
+        return False
+    return host_prefixed(head.decode("utf-8", "replace").splitlines()[:-1] or [head.decode("utf-8", "replace")])
+
+
+def _parse_one(kind: FileKind, content: str, display: str, rank: int | None) -> Parsed:
     """The parsed content of a non-text evidence file; ParseError when it cannot be read."""
     # Each parser loads only when a file of its kind is there.
     if kind is FileKind.PACKAGES:
@@ -109,6 +166,24 @@ def _parse_one(kind: FileKind, content: str, display: str, rank: int | None) -> 
         from diagnose.evidence.parsers.elastic import parse_elastic_error
 
         return parse_elastic_error(content, display, rank)[0]
+    if kind is FileKind.K8S_POD:
+        from diagnose.evidence.parsers.kube import parse_pod_json
+
+        return parse_pod_json(content, display)
+    if kind is FileKind.SACCT:
+        from diagnose.evidence.parsers.sacct import parse_sacct
+
+        return parse_sacct(content, display)
+    from diagnose.evidence.parsers import metrics as metric_files
+
+    if kind is FileKind.TRAINER_STATE:
+        return metric_files.parse_trainer_state(content, display)
+    if kind is FileKind.LIGHTNING_METRICS:
+        return metric_files.parse_lightning_metrics(content, display)
+    if kind is FileKind.WANDB_SUMMARY:
+        return metric_files.parse_wandb_summary(content, display)
+    if kind is FileKind.LIGHTNING_HPARAMS:
+        return metric_files.parse_hparams(content, display)
     return None
 
 
@@ -120,9 +195,10 @@ def merge(first: Evidence, second: Evidence) -> Evidence:
         versions.update(first.packages.versions if first.packages else {})
         packages = Packages(versions, ", ".join(s for s in (first.packages.source if first.packages else "", second.packages.source) if s))
     exits = None if first.exits is None and second.exits is None else (first.exits or ()) + (second.exits or ())
+    metrics = None if first.metrics is None and second.metrics is None else (first.metrics or ()) + (second.metrics or ())
     return replace(
         first, texts=first.texts + second.texts, packages=packages, gpu=first.gpu or second.gpu,
         tmux=first.tmux or second.tmux, files=first.files if first.files is not None else second.files,
         checkpoints=first.checkpoints or second.checkpoints, process=first.process or second.process, exits=exits,
-        gaps=first.gaps + second.gaps, notes=first.notes + second.notes,
+        gaps=first.gaps + second.gaps, notes=first.notes + second.notes, metrics=metrics,
     )

@@ -317,6 +317,7 @@ def evidence_from_bundle(path: Path) -> Evidence:
     root, manifest = open_bundle(path)
     where = f"bundle {path}: {MANIFEST}"
     entries = []
+    members: dict[Path, str] = {}  # where a file was unpacked -> its path inside the bundle
     resolved_root = root.resolve()
     for index, item in enumerate(manifest.files):
         kind = FileKind(item.kind)  # the schema allows only FileKind values
@@ -329,7 +330,10 @@ def evidence_from_bundle(path: Path) -> Evidence:
         if not usable:
             raise InputError(f"{where}: files[{index}].path: lists {item.path!r} but the bundle has no such file")
         entries.append((kind, location, item.origin or item.path, item.rank, item.mtime))
-    return evidence_from_manifest(manifest, entries, mode="bundle", inputs=(str(path),), default_id=path.name)
+        members[location] = item.path
+    evidence = evidence_from_manifest(manifest, entries, mode="bundle", inputs=(str(path),), default_id=path.name)
+    texts = tuple(replace(t, bundle=str(path), member=members.get(t.path)) for t in evidence.texts)
+    return replace(evidence, texts=texts)
 
 
 def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mode: str, inputs: tuple[str, ...] = (),

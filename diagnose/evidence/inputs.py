@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from diagnose.errors import InputError
 from diagnose.evidence.assemble import FileEntry, display_path, evidence_from_files, merge
 from diagnose.evidence.model import Evidence, FileKind
-from diagnose.evidence.sniff import rank_from_path, skip_in_folder, sniff, split_kind
+from diagnose.evidence.sniff import base_name, folder_skip_reason, rank_from_path, sniff, split_kind
 from diagnose.evidence.textio import (
     HEAD_BYTES,
     looks_binary,
@@ -21,6 +21,9 @@ from diagnose.evidence.textio import (
     why_unreadable,
 )
 
+# A file of a scanned folder that is no evidence (source code, weights, images): said in a note
+# starting with this (the terminal counts them, -v lists them); unreadable ones stay "skipped".
+PASSED_OVER = "passed over"
 MAX_DEPTH = 64  # folders below a scanned folder; deeper ones are reported as skipped
 
 
@@ -71,8 +74,9 @@ def _walk(folder: Path, notes: list[str]) -> Iterable[Path]:
         stack.extend((sub, depth + 1) for sub in reversed(subfolders))
 
 
-def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], list[str]]:
-    """Resolve `diagnose scan` arguments into file entries, bundles, and notes on skipped files."""
+def collect_paths(args: Sequence[str], names: Mapping[str, str] | None = None) -> tuple[list[FileEntry], list[Path], list[str]]:
+    """Resolve `diagnose scan` arguments into file entries, bundles, and notes on skipped files.
+    names: display names for some paths (standard input's copy is "<stdin>")."""
     entries: list[FileEntry] = []
     bundles: list[Path] = []
     notes: list[str] = []
@@ -94,7 +98,9 @@ def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], lis
             if not members:
                 raise InputError(f"{raw}: empty directory, nothing to scan")
             for member in members:
-                if forced is None and skip_in_folder(member):
+                why = folder_skip_reason(member) if forced is None else None
+                if why is not None:
+                    notes.append(f"{PASSED_OVER} {display_path(member)}: {why}")
                     continue
                 entry = _entry(member, forced, notes, strict=False)
                 if entry is not None:
@@ -108,6 +114,8 @@ def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], lis
             continue
         entry = _entry(path, forced, notes, strict=True)
         if entry is not None:
+            if names and raw in names:
+                entry = (entry[0], entry[1], names[raw], entry[3], entry[4])
             entries.append(entry)
     return entries, bundles, notes
 
@@ -156,12 +164,17 @@ def _entry(path: Path, forced: FileKind | None, notes: list[str], strict: bool) 
             raise
         notes.append(f"skipped {exc.message}")
         return None
-    if looks_binary(head):
+    kind = forced or sniff(path, head)
+    if looks_binary(head) and kind is not FileKind.NCCL_TRACE:  # a flight-recorder dump is a pickle
         if strict:
             raise InputError(f"{path}: binary file, not a text log (give KIND:PATH only for text files)")
         notes.append(f"skipped {display_path(path)}: binary file")
         return None
-    kind = forced or sniff(path, head)
+    if not strict and forced is None and kind is FileKind.LOG and base_name(path).endswith(".json"):
+        # JSON is read when its content is known evidence; any other (a config, a tokenizer) is said, not scanned
+        notes.append(f"{PASSED_OVER} {display_path(path)}: JSON that is no known evidence (pod status, trainer_state, "
+                     "wandb summary, error file, NVML)")
+        return None
     try:
         mtime = path.stat().st_mtime
     except OSError:
@@ -169,8 +182,8 @@ def _entry(path: Path, forced: FileKind | None, notes: list[str], strict: bool) 
     return (kind, path, display_path(path), rank_from_path(path), mtime)
 
 
-def evidence_from_paths(args: Sequence[str]) -> Evidence:
-    entries, bundles, notes = collect_paths(args)
+def evidence_from_paths(args: Sequence[str], names: Mapping[str, str] | None = None) -> Evidence:
+    entries, bundles, notes = collect_paths(args, names)
     if not bundles:
         return evidence_from_files(entries, notes=notes)
     from diagnose.evidence.bundle import evidence_from_bundle

@@ -147,6 +147,24 @@ def strip_ansi(data: AnyStr) -> AnyStr:
     return ANSI_TEXT.sub("", data) if "\x1b" in data else data
 
 
+# pdsh (DeepSpeed's multi-node runner, `pdsh -S -w hosts`) puts "<host>: " before every line.
+_PDSH_HOST = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,62}): ")
+
+
+def split_host(line: str) -> tuple[str | None, str]:
+    """("worker-1", "[rank1]: ...") for a pdsh line; (None, line) for any other."""
+    match = _PDSH_HOST.match(line)
+    return (match.group(1), line[match.end():]) if match else (None, line)
+
+
+def host_prefixed(lines: list[str]) -> bool:
+    """Whether a log is pdsh output: most lines start with one of a few "<host>: " prefixes."""
+    body = [line for line in lines if line.strip()][:400]
+    hosts = [split_host(line)[0] for line in body]
+    named = [h for h in hosts if h is not None]
+    return len(body) >= 4 and len(named) >= 0.8 * len(body) and len(set(named)) <= max(1, len(named) // 4)
+
+
 def rank_of(line: str) -> int | None:
     """The rank a launcher prefix names: torch's `[rank3]:`, srun's `3: `, torchrun's `[default3]:`."""
     return prefix_of(line).global_rank

@@ -30,6 +30,14 @@ class FileKind(str, Enum):
     NVML = "nvml"
     PACKAGES = "packages"
     ELASTIC_ERROR = "elastic-error"
+    # Files ML runs and their schedulers leave (read when named and inside scanned folders):
+    K8S_POD = "k8s-pod"  # kubectl get pod -o json: container states, exit codes, OOMKilled
+    SACCT = "sacct"  # Slurm accounting: State, ExitCode per job and step
+    TRAINER_STATE = "trainer-state"  # HF Trainer trainer_state.json: log_history (step, loss)
+    LIGHTNING_METRICS = "lightning-metrics"  # Lightning CSVLogger metrics.csv
+    LIGHTNING_HPARAMS = "lightning-hparams"  # Lightning hparams.yaml
+    WANDB_SUMMARY = "wandb-summary"  # wandb-summary.json: the last value of each metric
+    NCCL_TRACE = "nccl-trace"  # NCCL flight recorder dump (pickle): read with a restricted unpickler
 
     @property
     def text_kind(self) -> TextKind | None:
@@ -38,6 +46,12 @@ class FileKind(str, Enum):
         if self is FileKind.DMESG:
             return TextKind.DMESG
         return None
+
+    @property
+    def also_scanned(self) -> bool:
+        """Parsed for its facts, and its lines scanned like a log's as well: rules quote them
+        (`"reason": "OOMKilled"`, `"loss": NaN`) with their line numbers."""
+        return self in (FileKind.K8S_POD, FileKind.SACCT, FileKind.TRAINER_STATE, FileKind.WANDB_SUMMARY)
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,12 @@ class TextFile:
     mtime: float | None = None
     boot_time: float | None = None  # dmesg only: wall time of boot, to place [secs] on the clock
     year: int | None = None  # syslog-style kernel logs carry no year
+    # Read from a bundle: the bundle (as given) and the file's path inside it; reports that link
+    # to files (SARIF) name the file by these, the host path (display) kept beside.
+    bundle: str | None = None
+    member: str | None = None
+    # pdsh output (DeepSpeed's multi-node runner): every line names its host ("worker-1: ...")
+    host_prefixed: bool = False
 
 
 def normalise_package(name: str) -> str:
@@ -124,6 +144,35 @@ def _signal_number(name: str, what: str) -> int:
 
 
 @dataclass(frozen=True)
+class MetricSeries:
+    """One logged training metric (loss, train_loss, eval_loss) from a file a run wrote
+    (trainer_state.json, metrics.csv, wandb-summary.json): its values by step, and what they say."""
+
+    source: str
+    name: str
+    points: tuple[tuple[int | None, float, int | None], ...]  # (step, value, line of the file)
+    last_step: int | None = None  # the run's last logged step (of any metric)
+    max_steps: int | None = None  # what the run was set to reach, where the file says
+
+    def first_nonfinite(self) -> tuple[int | None, float, int | None] | None:
+        return next((p for p in self.points if p[1] != p[1] or p[1] in (float("inf"), float("-inf"))), None)
+
+    def divergence(self) -> tuple[tuple[int | None, float, int | None], tuple[int | None, float, int | None]] | None:
+        """(lowest point, the later point it grew from) when the metric grew at least 1000-fold
+        after its lowest finite value: a loss that ran away (even before it became inf/NaN)."""
+        finite = [p for p in self.points if p[1] == p[1] and abs(p[1]) != float("inf")]
+        if len(finite) < 3:
+            return None
+        low_index = min(range(len(finite)), key=lambda i: finite[i][1])
+        low = finite[low_index]
+        later = finite[low_index + 1:]
+        if not later or low[1] <= 0:
+            return None
+        high = max(later, key=lambda p: p[1])
+        return (low, high) if high[1] >= low[1] * 1000 else None
+
+
+@dataclass(frozen=True)
 class Gap:
     """Evidence that could not be collected, and why. Never silently 'healthy'."""
 
@@ -160,6 +209,8 @@ class Evidence:
     stats: Mapping[str, object] = field(default_factory=dict)
     # Which run this is (live collection or a bundle's manifest `identity`); None for a scan.
     identity: RunIdentity | None = None
+    # Training metrics from files the run wrote; None: no such file was read (metric rules skip).
+    metrics: tuple[MetricSeries, ...] | None = None
 
     def texts_of(self, kind: TextKind) -> tuple[TextFile, ...]:
         return tuple(t for t in self.texts if t.kind is kind)

@@ -38,18 +38,53 @@ def base_name(path: Path) -> str:
     return name
 
 
+_SKIP_WHY = {
+    **dict.fromkeys((".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npy", ".npz", ".h5", ".onnx", ".arrow",
+                     ".parquet", ".pkl", ".pickle", ".wandb"), "model, tensor or data file"),
+    **dict.fromkeys((".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf"), "image or document"),
+    **dict.fromkeys((".so", ".o", ".a", ".whl", ".zip", ".tar", ".tgz", ".pyc", ".lock", ".db", ".sqlite"),
+                    "binary or archive"),
+    **dict.fromkeys((".py", ".sh", ".ipynb"), "source code"),
+    **dict.fromkeys((".yaml", ".yml", ".toml", ".cfg", ".ini"), "configuration"),
+    ".md": "documentation",
+    ".csv": "CSV that is no Lightning metrics.csv",
+}
+
+
 def skip_in_folder(path: Path) -> bool:
+    return folder_skip_reason(path) is not None
+
+
+def folder_skip_reason(path: Path) -> str | None:
+    """Why a file met inside a scanned folder is no evidence (None: read it). JSON files are
+    decided by their content (kind_from_content), not here."""
     name = base_name(path)
     if name.startswith("."):
-        return True
+        return "hidden file"
+    if kind_from_name(path) is not None:
+        return None  # a name diagnose knows (trainer_state.json, metrics.csv, hparams.yaml, nccl_trace_rank_0)
     suffix = Path(name).suffix
-    if suffix == ".json":
-        return not (name.startswith(("nvml", "error")) or "error" in name)
-    return suffix in SKIP_SUFFIXES
+    if suffix in SKIP_SUFFIXES:
+        return f"{_SKIP_WHY.get(suffix, 'not evidence')} ({suffix})"
+    return None
+
+
+# TORCH_NCCL_DEBUG_INFO_TEMP_FILE's default prefix is /tmp/nccl_trace_rank_ (the rank is appended)
+_NCCL_TRACE_NAME = re.compile(r"^(?:nccl_trace_rank_|fr_trace_rank_|nccl_trace_)[0-9]{1,9}(?:\.pkl|\.pickle)?$")
 
 
 def kind_from_name(path: Path) -> FileKind | None:
     name = base_name(path)
+    if name == "trainer_state.json":
+        return FileKind.TRAINER_STATE
+    if name == "wandb-summary.json":
+        return FileKind.WANDB_SUMMARY
+    if name == "metrics.csv":
+        return FileKind.LIGHTNING_METRICS
+    if name == "hparams.yaml":
+        return FileKind.LIGHTNING_HPARAMS
+    if _NCCL_TRACE_NAME.match(name):
+        return FileKind.NCCL_TRACE
     if name.startswith(("dmesg", "kern.log", "kernel")) or name.endswith(".dmesg") or "journalctl-k" in name:
         return FileKind.DMESG
     if name.startswith(("nvidia-smi", "nvidia_smi")):
@@ -78,13 +113,42 @@ def looks_like_elastic_error(text: str) -> bool:
 
 
 
+def json_kind(text: str) -> FileKind | None:
+    """The kind of a JSON document by what it holds (a name can be anything: pod.json, status.json)."""
+    head = text[:64 * 1024]
+    if not head.lstrip().startswith("{"):
+        return None
+    if looks_like_elastic_error(head):
+        return FileKind.ELASTIC_ERROR
+    if re.search(r'"kind"\s*:\s*"(?:Pod|List|PodList)"', head) and ('"containerStatuses"' in head or '"phase"' in head
+                                                                     or '"spec"' in head):
+        return FileKind.K8S_POD
+    if '"log_history"' in head and ('"global_step"' in head or '"max_steps"' in head):
+        return FileKind.TRAINER_STATE
+    if re.search(r'"_runtime"\s*:|"_step"\s*:|"_wandb"\s*:', head):
+        return FileKind.WANDB_SUMMARY
+    return None
+
+
+_SACCT_HEADER = re.compile(r"^\s*JobID(?:\s+|\|)(?:.*(?:\s|\|))?(?:State|ExitCode)(?:\s|\||$)")
+
+
+def looks_like_sacct(text: str) -> bool:
+    """sacct's table (header, dashes) or --parsable output: a JobID column and State or ExitCode."""
+    first = next((line for line in text[:8000].splitlines() if line.strip()), "")
+    return bool(_SACCT_HEADER.match(first))
+
+
 def kind_from_content(text: str) -> FileKind:
     from diagnose.evidence.parsers.packages import looks_like_packages
 
     if looks_like_nvidia_smi(text):
         return FileKind.NVIDIA_SMI
-    if looks_like_elastic_error(text):
-        return FileKind.ELASTIC_ERROR
+    by_json = json_kind(text)
+    if by_json is not None:
+        return by_json
+    if looks_like_sacct(text):  # before the package lists: its dashes line reads like pip list's
+        return FileKind.SACCT
     lines = [line for line in text.splitlines()[:80] if line.strip()]
     if lines:
         kernel = sum(1 for line in lines if _DMESG_LINE.match(line) or _SYSLOG_KERNEL.match(line))
@@ -97,9 +161,13 @@ def kind_from_content(text: str) -> FileKind:
 
 def sniff(path: Path, head: bytes) -> FileKind:
     by_name = kind_from_name(path)
-    text = head.decode("utf-8", errors="replace")
-    if by_name is FileKind.NVML:
+    if by_name is FileKind.NCCL_TRACE:  # a pickle: never decoded as text
         return by_name
+    text = head.decode("utf-8", errors="replace")
+    if by_name in (FileKind.NVML, FileKind.LIGHTNING_METRICS, FileKind.LIGHTNING_HPARAMS):
+        return by_name
+    if by_name in (FileKind.TRAINER_STATE, FileKind.WANDB_SUMMARY):
+        return by_name if json_kind(text) in (by_name, None) and text.lstrip().startswith("{") else kind_from_content(text)
     if by_name is not None:
         # A name is only a hint: a "requirements.txt" full of tracebacks is a log.
         content = kind_from_content(text)

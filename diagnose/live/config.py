@@ -3,8 +3,12 @@
 Only light standard-library imports here: every command asks where the config is, and
 `diagnose scan` of a small log must start fast (tomllib loads only when a file is read).
 
-Config (TOML): `--config FILE`, else `./diagnose.toml`, else `~/.config/diagnose/config.toml`
-($XDG_CONFIG_HOME respected). Strings in [run] / [runs."<id or pattern>"] are templates: {run}
+Config (TOML): `--config FILE`, else the nearest `diagnose.toml` or `pyproject.toml` with a
+`[tool.diagnose]` table in the working directory or a folder above it (as ruff and pytest look),
+else `~/.config/diagnose/config.toml` ($XDG_CONFIG_HOME respected). A found file is used only
+when it is owned by this user (or root) and neither it nor its folder may be written by others:
+a config names programs to run (the run's interpreter), so one planted in /tmp or a shared
+folder is passed over. Strings in [run] / [runs."<id or pattern>"] are templates: {run}
 (the RUN_ID), {home}, {user}, {host}.
 
     rules = ["my-rules"]              # extra rule folders, relative to the config file
@@ -37,18 +41,57 @@ from typing import Any
 from diagnose.errors import ConfigError
 
 CONFIG_NAME = "diagnose.toml"
+PYPROJECT = "pyproject.toml"
+TOOL_TABLE = "tool.diagnose"  # the table of pyproject.toml diagnose reads
+MAX_PARENTS = 64  # folders walked up from the working directory
 
 
 def default_config_path(cwd: Path | None = None) -> Path | None:
-    """./diagnose.toml, else $XDG_CONFIG_HOME (or ~/.config)/diagnose/config.toml, else None."""
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    for candidate in ((cwd or Path.cwd()) / CONFIG_NAME, Path(base) / "diagnose" / "config.toml"):
-        try:
-            if candidate.is_file():
+    """The nearest diagnose.toml, or pyproject.toml with [tool.diagnose], in the working directory
+    or above; else $XDG_CONFIG_HOME (or ~/.config)/diagnose/config.toml; else None."""
+    start = (cwd or Path.cwd()).absolute()
+    for folder in [start, *start.parents][:MAX_PARENTS]:
+        for name in (CONFIG_NAME, PYPROJECT):
+            candidate = folder / name
+            if _usable(candidate) and (name == CONFIG_NAME or _has_tool_table(candidate)):
                 return candidate
-        except OSError:  # a home we may not look into (HOME of another user) has no config for us
-            continue
-    return None
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    user = Path(base) / "diagnose" / "config.toml"
+    return user if _usable(user, trusted_folder=True) else None
+
+
+def _usable(candidate: Path, trusted_folder: bool = False) -> bool:
+    """A regular file owned by us or root that nobody else may change (nor its folder)."""
+    import stat
+
+    try:
+        st = candidate.stat()
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        folder = candidate.parent.stat()
+    except OSError:  # a home we may not look into (HOME of another user) has no config for us
+        return False
+    owners = {0, os.getuid()} if hasattr(os, "getuid") else {st.st_uid}
+    if st.st_uid not in owners or st.st_mode & 0o022:
+        return False
+    return trusted_folder or not folder.st_mode & 0o002
+
+
+def _has_tool_table(path: Path) -> bool:
+    """Whether a pyproject.toml has a [tool.diagnose] table: a text search first (most have none,
+    and parsing TOML on every start costs), then the parsed file decides."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    if "diagnose" not in text:
+        return False
+    try:
+        data = _toml_loads(text)
+    except ValueError:
+        return "[tool.diagnose" in text  # broken: load_config then says where
+    tool = data.get("tool")
+    return isinstance(tool, dict) and "diagnose" in tool
 
 
 TEMPLATE_FIELDS = ("run", "home", "user", "host")
@@ -121,19 +164,32 @@ def _toml_loads(text: str) -> dict[str, Any]:
 
 
 class _Lines:
-    """Finds the line a key was written on (tomllib gives values, not positions)."""
+    """Finds the line a key was written on (tomllib gives values, not positions). prefix: the
+    table the config lives in ("tool.diagnose" in pyproject.toml); other tables are not ours."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, prefix: str | None = None) -> None:
         self.lines = text.splitlines()
+        self.prefix = prefix
+
+    def _ours(self, header: str) -> str | None:
+        """A table header as a table of the config: None for its top level, "<other>" for a table
+        that is not the config's."""
+        if self.prefix is None:
+            return header
+        if header == self.prefix:
+            return None
+        if header.startswith(self.prefix + "."):
+            return header[len(self.prefix) + 1:]
+        return "<other>"
 
     def of(self, table: str | None, key: str | None = None) -> int:
-        current: str | None = None
+        current: str | None = None if self.prefix is None else "<other>"  # keys above the first table
         table_line = 1
         for number, raw in enumerate(self.lines, 1):
             line = raw.strip()
             header = re.match(r"^\[\s*([^\[\]]+?)\s*\]$", line)
             if header:
-                current = re.sub(r"\s*\.\s*", ".", header.group(1)).replace('"', "").replace("'", "")
+                current = self._ours(re.sub(r"\s*\.\s*", ".", header.group(1)).replace('"', "").replace("'", ""))
                 if key is None and current == table:
                     return number
                 if current == table:
@@ -165,6 +221,14 @@ def load_config(path: Path | None, cwd: Path | None = None) -> Config:
         match = re.search(r"\(at line (\d+), column \d+\)", message)
         line = match.group(1) if match else "1"
         raise ConfigError(f"{path}:{line}: invalid TOML: {re.sub(r' *[(]at line.*[)]', '', message)}") from None
+    if path.name == PYPROJECT:
+        tool = data.get("tool")
+        table = tool.get("diagnose") if isinstance(tool, dict) else None
+        if table is None:
+            raise ConfigError(f"{path}: no [{TOOL_TABLE}] table in it")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}:{_Lines(text).of(None, 'tool')}: {TOOL_TABLE} must be a table")
+        return parse_config(table, path, _Lines(text, TOOL_TABLE))
     return parse_config(data, path, _Lines(text))
 
 

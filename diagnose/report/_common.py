@@ -73,6 +73,26 @@ def evidence_summary(diagnosis: Diagnosis) -> str:
             f"{stats.get('lines_scanned', 0):,} lines")
 
 
+def severity_counts(diagnosis: Diagnosis) -> dict[str, int]:
+    """How many causes at each severity (every severity named, zeros included)."""
+    counts: dict[str, int] = {str(severity): 0 for severity in SEVERITIES}
+    for cause in diagnosis.causes:
+        if cause.severity in counts:
+            counts[cause.severity] += 1
+    return counts
+
+
+def summary_line(diagnosis: Diagnosis) -> str:
+    """One line for -q: how many causes at which severity, and the top one."""
+    run = diagnosis.evidence.run
+    counts = severity_counts(diagnosis)
+    if not diagnosis.causes:
+        return f"diagnose: run {run.id}: no cause found ({evidence_summary(diagnosis)})"
+    said = ", ".join(f"{n} {severity}" for severity, n in counts.items() if n)
+    top = diagnosis.causes[0]
+    return f"diagnose: run {run.id}: {len(diagnosis.causes)} cause(s) ({said}); top: {top.id}: {one_line(top.title, 160)}"
+
+
 # ---------------------------------------------------------------- the verdict (terminal, HTML)
 
 STATE_WORDS = {"never-started": "never started", "running": "running", "stalled": "stalled", "crashed": "crashed",

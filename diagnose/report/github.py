@@ -7,12 +7,16 @@ own (no raw newline reaches stdout). GitHub shows 10 annotations of each kind pe
 cause first gets one (its first line), then the remaining lines fill what is left.
 
 When GITHUB_STEP_SUMMARY is set, the Markdown report is appended to that file (GitHub caps a
-step summary at 1 MiB; a larger report loses evidence lines first).
+step summary at 1 MiB; a larger report loses evidence lines first). When GITHUB_OUTPUT is set,
+the step's outputs are appended to it: top-cause (the id of the first-ranked cause, empty when
+none), causes, failing (how many at or above --fail-on) and one count per severity (critical,
+error, warning, info), so a workflow can branch on them.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from typing import IO
@@ -20,7 +24,7 @@ from typing import IO
 from diagnose.engine.findings import Cause, Diagnosis
 from diagnose.evidence.lines import strip_ansi
 from diagnose.evidence.model import EvidenceItem
-from diagnose.report._common import at_or_above, is_file_evidence, relative_path, scan_root
+from diagnose.report._common import at_or_above, is_file_evidence, relative_path, scan_root, severity_counts
 from diagnose.report.markdown import render_markdown
 from diagnose.vocab import Severity
 
@@ -28,6 +32,8 @@ LEVEL: dict[str, str] = {Severity.CRITICAL: "error", Severity.ERROR: "error", Se
 PER_KIND = 10  # annotations GitHub shows per kind (error/warning/notice) per step
 SUMMARY_BUDGET = 1_000_000  # bytes; GitHub refuses a step summary over 1 MiB
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+OUTPUT_ENV = "GITHUB_OUTPUT"
+_OUTPUT_VALUE = re.compile(r"[^A-Za-z0-9._:+@=-]")  # a rule id; anything else cannot end the line or start a key
 
 
 def escape_data(text: str) -> str:
@@ -108,6 +114,29 @@ def write_summary(diagnosis: Diagnosis, verbose: bool, fail_on: str) -> None:
         sys.stderr.write(f"diagnose: warning: cannot append the job summary to {path} ({exc.strerror or exc})\n")
 
 
+def step_outputs(diagnosis: Diagnosis, fail_on: str) -> dict[str, str]:
+    """The step outputs: top-cause, causes, failing, and the count at each severity."""
+    threshold = fail_on if fail_on != "never" else None
+    outputs = {
+        "top-cause": _OUTPUT_VALUE.sub("_", diagnosis.causes[0].id) if diagnosis.causes else "",
+        "causes": str(len(diagnosis.causes)),
+        "failing": str(sum(1 for c in diagnosis.causes if threshold and at_or_above(c.severity, threshold))),
+    }
+    outputs.update({severity: str(n) for severity, n in severity_counts(diagnosis).items()})
+    return outputs
+
+
+def write_outputs(diagnosis: Diagnosis, fail_on: str) -> None:
+    path = os.environ.get(OUTPUT_ENV)
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.writelines(f"{key}={value}\n" for key, value in step_outputs(diagnosis, fail_on).items())
+    except OSError as exc:
+        sys.stderr.write(f"diagnose: warning: cannot append the step outputs to {path} ({exc.strerror or exc})\n")
+
+
 def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
            rules: Mapping[str, object] | None = None, fail_on: str = "error") -> None:
     lines, held = annotation_lines(diagnosis)
@@ -124,3 +153,4 @@ def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
         out.write(f"diagnose: {held} more annotation(s) held back (GitHub shows {PER_KIND} per kind per step); "
                   "the job summary lists every cause\n")
     write_summary(diagnosis, verbose, fail_on)
+    write_outputs(diagnosis, fail_on)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from enum import Enum
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from diagnose.engine.findings import Diagnosis
 
@@ -25,10 +25,11 @@ class Format(str, Enum):
 
 class Reporter(Protocol):
     """rules: the loaded rules by id (SARIF describes them; others may ignore it).
-    fail_on: the --fail-on threshold, so a report can mark what fails the job (JUnit)."""
+    fail_on: the --fail-on threshold, so a report can mark what fails the job (JUnit).
+    options: what only some formats take (OPTIONS says which), e.g. the terminal's color."""
 
     def __call__(self, diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
-                 rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None: ...
+                 rules: Mapping[str, Rule] | None = None, fail_on: str = "error", **options: Any) -> None: ...
 
 
 # Format -> module under diagnose.report.render that defines `report(diagnosis, out, verbose, *, rules, fail_on)`.
@@ -42,6 +43,19 @@ MODULES: dict[Format, str] = {
     Format.GITHUB: "github",
     Format.HTML: "html",
 }
+
+
+# The keyword options a format's report() takes beyond the common ones; callers hand every format
+# only its own (a format without options keeps the plain signature).
+OPTIONS: dict[Format, frozenset[str]] = {
+    Format.TERMINAL: frozenset({"color", "quiet"}),
+    Format.SARIF: frozenset({"category"}),
+}
+
+
+def options_for(fmt: Format, options: Mapping[str, Any]) -> dict[str, Any]:
+    wanted = OPTIONS.get(fmt, frozenset())
+    return {key: value for key, value in options.items() if key in wanted and value is not None}
 
 
 def module_reporter(fmt: Format) -> Reporter:
@@ -61,19 +75,21 @@ def reporter(fmt: Format) -> Reporter:
     raw = module_reporter(fmt)
 
     def masked(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
-               rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None:
+               rules: Mapping[str, Rule] | None = None, fail_on: str = "error", **options: Any) -> None:
         from diagnose.evidence.redact import scrub
         from diagnose.evidence.safetext import visible
         from diagnose.report.redact import redact_diagnosis
 
         # Masking sees the raw text (a secret's context may hold any byte); then every string a
         # format could print loses its terminal escapes, bidi overrides, newlines and surrogates.
-        raw(scrub(redact_diagnosis(diagnosis), visible), out, verbose, rules=rules, fail_on=fail_on)
+        raw(scrub(redact_diagnosis(diagnosis), visible), out, verbose, rules=rules, fail_on=fail_on,
+            **options_for(fmt, options))
 
     return masked
 
 
 def render(fmt: Format, diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
-           rules: Mapping[str, Rule] | None = None, fail_on: str = "error") -> None:
-    """Write the report of one format (secrets masked, control characters made visible)."""
-    reporter(fmt)(diagnosis, out, verbose, rules=rules, fail_on=fail_on)
+           rules: Mapping[str, Rule] | None = None, fail_on: str = "error", **options: Any) -> None:
+    """Write the report of one format (secrets masked, control characters made visible); options
+    a format does not take are left out for it."""
+    reporter(fmt)(diagnosis, out, verbose, rules=rules, fail_on=fail_on, **options)

@@ -59,10 +59,15 @@ class PlainWriter:
 class RichWriter:
     """Lines coloured by rich; never wrapped again (they fit already)."""
 
-    def __init__(self, out: IO[str] | None = None, console: Any = None) -> None:
+    def __init__(self, out: IO[str] | None = None, console: Any = None, force: bool = False) -> None:
         from rich.console import Console
 
-        self.console = console or Console(file=out, highlight=False, emoji=False)
+        # The caller decided on colour (--color, NO_COLOR, FORCE_COLOR): rich must not decide again
+        # from the same variables. force: colour where the output is no terminal (a CI log), in
+        # the 16 standard colours every log viewer shows (a CI's TERM is often "dumb").
+        self.console = console or Console(file=out, highlight=False, emoji=False, no_color=False,
+                                          force_terminal=True if force else None,
+                                          color_system="standard" if force else "auto")
         self.width = max(int(self.console.width), 20)
 
     def line(self, spans: Line) -> None:
@@ -352,8 +357,13 @@ def write(diagnosis: Diagnosis, writer: Writer, verbose: bool = False) -> None:
         page.w.line([("Could not check", "bold yellow")])
         for gap in diagnosis.gaps:
             page.para([(f"{gap.source}: {gap.reason}", "yellow")], first="  ", hang="    ")
-    for note in diagnosis.evidence.notes:
+    notes = list(diagnosis.evidence.notes)
+    passed_over = [n for n in notes if n.startswith("passed over ")]  # evidence/inputs.py PASSED_OVER
+    for note in notes if verbose else [n for n in notes if n not in passed_over]:
         page.para([(f"note: {note}", "dim")], first="  ", hang="    ")
+    if passed_over and not verbose:
+        page.para([(f"{len(passed_over)} file(s) in the scanned folders passed over as no evidence "
+                    "(-v lists them and why)", "dim")], first="  ", hang="    ")
     if diagnosis.skipped:
         if verbose:
             page.w.line([("Skipped (evidence missing)", "dim bold")])
@@ -366,8 +376,15 @@ def write(diagnosis: Diagnosis, writer: Writer, verbose: bool = False) -> None:
 
 
 def report(diagnosis: Diagnosis, out: IO[str], verbose: bool = False, *,
-           rules: Mapping[str, object] | None = None, fail_on: str = "error") -> None:
+           rules: Mapping[str, object] | None = None, fail_on: str = "error", color: bool | None = None,
+           quiet: bool = False) -> None:
+    """color: None follows the output (a terminal gets colour), True forces it, False turns it off.
+    quiet (-q): only the verdict line."""
+    if quiet:
+        out.write(verdict(diagnosis, where="(without -q)") + "\n")
+        return
     is_tty = hasattr(out, "isatty") and out.isatty()
-    writer: Writer = RichWriter(out) if is_tty else PlainWriter(out)
+    use_color = is_tty if color is None else color
+    writer: Writer = RichWriter(out, force=not is_tty) if use_color else PlainWriter(out)
     write(diagnosis, writer, verbose)
 

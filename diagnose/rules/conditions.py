@@ -1,4 +1,4 @@
-"""Structured condition kinds: package, tmux, file, checkpoint, gpu, exit, process.
+"""Structured condition kinds: package, tmux, file, checkpoint, gpu, exit, process, metric.
 
 Each kind names its fields and their types (checked when rules load) and knows how to test a
 condition against the evidence. The answer is three-valued: True, False, or None when the
@@ -299,6 +299,41 @@ def _exit(cond: FactCondition, ev: Evidence) -> FactResult:
     return FactResult(False)
 
 
+# ---------------------------------------------------------------- metric
+
+
+def _words(name: str) -> tuple[str, ...]:
+    """train/loss -> (train, loss); eval_loss -> (eval, loss): `name: loss` matches them all."""
+    return tuple(w for w in re.split(r"[^A-Za-z0-9]+", name.lower()) if w)
+
+
+def _metric(cond: FactCondition, ev: Evidence) -> FactResult:
+    if ev.metrics is None:
+        return FactResult(None, missing="no training-metrics file (trainer_state.json, metrics.csv, wandb-summary.json) was read")
+    for series in ev.metrics:
+        bad = series.first_nonfinite()
+        grown = series.divergence()
+        values = {"name": _words(series.name), "nonfinite": bad is not None, "diverged": grown is not None}
+        if not _all(cond.tests, values):
+            continue
+        items: list[EvidenceItem] = []
+        captures = {"metric_name": series.name, "metric_file": series.source}
+        if "diverged" in cond.tests and grown is not None:
+            (low_step, low, low_line), (high_step, high, high_line) = grown
+            items.append(EvidenceItem(series.source, f"{series.name} {low:.4g} at step {low_step} (its lowest)", low_line))
+            items.append(EvidenceItem(series.source, f"{series.name} {high:.4g} at step {high_step}", high_line))
+            captures.update(metric_growth=f"{high / low:.1e}", metric_low_step=str(low_step), metric_high_step=str(high_step))
+        if bad is not None and ("nonfinite" in cond.tests or not items):
+            step, value, line = bad
+            items.append(EvidenceItem(series.source, f"{series.name} {value} at step {step}", line))
+            captures.update(loss_value=str(value), metric_step=str(step))
+        if not items:
+            last = series.points[-1]
+            items.append(EvidenceItem(series.source, f"{series.name} {last[1]:.4g} at step {last[0]}", last[2]))
+        return FactResult(True, tuple(items), captures)
+    return FactResult(False)
+
+
 # ---------------------------------------------------------------- process
 
 
@@ -362,6 +397,11 @@ EXIT_FIELDS = {
     "rank": FieldSpec(p.number, "rank of the process"),
 }
 PROCESS_FIELDS = {"alive": FieldSpec(p.boolean, "a process of the run is still running")}
+METRIC_FIELDS = {
+    "name": FieldSpec(p.contains, "a word of the metric's name: loss matches loss, train_loss, eval_loss, train/loss"),
+    "nonfinite": FieldSpec(p.boolean, "the metric became NaN or inf"),
+    "diverged": FieldSpec(p.boolean, "it grew at least 1000-fold after its lowest value (a loss that ran away)"),
+}
 
 FACT_KINDS: dict[str, FactKind] = {
     "package": FactKind("package", "an installed package and its version", PACKAGE_FIELDS, _package, frozenset({"name"}),
@@ -379,6 +419,10 @@ FACT_KINDS: dict[str, FactKind] = {
                      captures=frozenset({"exit_code", "exit_signal", "exit_rank"})),
     "process": FactKind("process", "whether the run is still running", PROCESS_FIELDS, _process,
                         captures=frozenset({"pids"})),
+    "metric": FactKind("metric", "a training metric from trainer_state.json, metrics.csv or wandb-summary.json",
+                       METRIC_FIELDS, _metric, frozenset({"name"}),
+                       captures=frozenset({"metric_name", "metric_file", "metric_step", "loss_value", "metric_growth",
+                                           "metric_low_step", "metric_high_step"})),
 }
 
 

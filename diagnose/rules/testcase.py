@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-CASE_KEYS = ("log", "dmesg", "package", "tmux", "file", "checkpoint", "gpu", "exit", "process", "captures", "note")
+CASE_KEYS = ("log", "dmesg", "package", "tmux", "file", "checkpoint", "gpu", "exit", "process", "metrics", "captures",
+             "note")
 OLD_KEYS = {"packages": "package", "files": "file", "exits": "exit"}
 # Inside a fact: (condition key, old key) -> new key.
 _OLD_FIELDS = {("tmux", "expected_session"): "session", ("gpu.gpus[]", "utilization_pct"): "utilization",

@@ -12,7 +12,7 @@ import yaml
 from diagnose.engine.evaluate import run_rules
 from diagnose.errors import DiagnoseError
 from diagnose.evidence.facts import CheckpointState, ExpectedFile, GpuState, ProcessState, TmuxState
-from diagnose.evidence.model import Evidence, ExitRecord, Packages, RunInfo, TextFile, TextKind
+from diagnose.evidence.model import Evidence, ExitRecord, MetricSeries, Packages, RunInfo, TextFile, TextKind
 from diagnose.rules.model import Rule, RuleSet, RuleTest
 from diagnose.rules.testcase import modernise
 from diagnose.vocab import Severity
@@ -31,6 +31,15 @@ def _records(value: Any, key: str) -> list[Any]:
     if isinstance(value, list):
         return value
     raise ValueError(f"{key}: expected an object or a list of them, got {type(value).__name__}")
+
+
+def _metrics(data: Any) -> tuple[MetricSeries, ...]:
+    """{train_loss: [47.9, 657294.3, inf]}: values by step 0, 1, 2 ...; or [[step, value], ...]."""
+    return tuple(
+        MetricSeries("metrics", str(name), tuple(
+            (int(v[0]), float(v[1]), None) if isinstance(v, list) else (i, float(v), None) for i, v in enumerate(values)))
+        for name, values in dict(data).items()
+    )
 
 
 def evidence_for_case(case: Mapping[str, Any], workdir: Path) -> Evidence:
@@ -58,6 +67,7 @@ def evidence_for_case(case: Mapping[str, Any], workdir: Path) -> Evidence:
         checkpoints=CheckpointState.from_json(case["checkpoint"], "checkpoint", strict=True) if "checkpoint" in case else None,
         process=ProcessState.from_json(case["process"], strict=True) if "process" in case else None,
         exits=exits,
+        metrics=_metrics(case["metrics"]) if "metrics" in case else None,
     )
 
 

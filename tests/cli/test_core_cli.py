@@ -127,7 +127,11 @@ def test_config_rule_folder_loads_for_scan_and_rules_list(tmp_path: Path) -> Non
     assert "demo.shard-check" in listed.stdout
     scanned = run_cli(["scan", str(log), "--format", "json"], cwd=tmp_path)
     assert "demo.shard-check" in [c["id"] for c in json.loads(scanned.stdout)["causes"]]
-    elsewhere = run_cli(["scan", str(log), "--format", "json"], cwd=tmp_path / "team-rules")
+    below = run_cli(["scan", str(log), "--format", "json"], cwd=tmp_path / "team-rules")  # found in a parent folder
+    assert "demo.shard-check" in [c["id"] for c in json.loads(below.stdout)["causes"]]
+    outside = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    outside.mkdir()
+    elsewhere = run_cli(["scan", str(log), "--format", "json"], cwd=outside)
     assert "demo.shard-check" not in [c["id"] for c in json.loads(elsewhere.stdout)["causes"]]
 
 

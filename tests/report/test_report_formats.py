@@ -19,7 +19,7 @@ from diagnose import cli
 from diagnose.app import diagnose
 from diagnose.engine.findings import Diagnosis
 from diagnose.evidence.inputs import evidence_from_paths
-from diagnose.report.render import MODULES, Format, module_reporter, reporter
+from diagnose.report.render import MODULES, OPTIONS, Format, module_reporter, reporter
 from diagnose.rules.model import RuleSet
 from tests.support.paths import REPO
 from tests.support.report import (
@@ -77,7 +77,12 @@ def test_every_reporter_has_the_one_interface(fmt: Format) -> None:
     module = importlib.import_module(f"diagnose.report.{MODULES[fmt]}")
     assert module_reporter(fmt) is module.report
     params = inspect.signature(module.report).parameters
-    assert list(params) == ["diagnosis", "out", "verbose", "rules", "fail_on"], fmt
+    # the common interface, then the options only this format takes (render.OPTIONS), keyword-only
+    own = sorted(OPTIONS.get(fmt, ()))
+    assert list(params)[:5] == ["diagnosis", "out", "verbose", "rules", "fail_on"], fmt
+    assert sorted(list(params)[5:]) == own, fmt
+    for name in own:
+        assert params[name].kind is inspect.Parameter.KEYWORD_ONLY, (fmt, name)
     assert params["verbose"].default is False
     for name, default in (("rules", None), ("fail_on", "error")):
         assert params[name].kind is inspect.Parameter.KEYWORD_ONLY and params[name].default == default, (fmt, name)

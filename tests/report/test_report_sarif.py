@@ -6,21 +6,31 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from diagnose import HOMEPAGE
 from diagnose.app import diagnose
 from diagnose.engine.causes import ENGINE_CAUSES
 from diagnose.evidence.inputs import evidence_from_paths
-from diagnose.report.sarif import FINGERPRINT_KEY, LEVEL, template_text, to_sarif
+from diagnose.report.sarif import (
+    FINGERPRINT_KEY,
+    LEVEL,
+    LINE_HASH_KEY,
+    automation_id,
+    template_text,
+    to_sarif,
+)
 from diagnose.rules.model import RuleSet
 from tests.support.paths import REPO
 from tests.support.report import (
     CASES,
     CI,
     TEST_RULES,
+    fixture_dirs,
     invoke,
     load_rules_cached,
     sarif_problems,
@@ -78,7 +88,9 @@ def test_driver_rules_come_from_the_rule_files() -> None:
         for step in rule.fix:
             assert template_text(step) in d["help"]["text"]
         assert "**Fix**" in d["help"]["markdown"]
-        if rule.references:
+        if rule.builtin:  # the project's own page for the rule, never a third-party thread
+            assert d["helpUri"] == f"{HOMEPAGE}/blob/main/docs/rules/{rule.id}.md"
+        elif rule.references:  # a user's rule: its first reference
             assert d["helpUri"] == rule.references[0]
         else:
             assert "helpUri" not in d
@@ -136,18 +148,136 @@ def test_locations_are_relative_to_the_scanned_root() -> None:
     assert physical["region"]["snippet"]["text"] == text
 
 
-def test_a_file_outside_the_root_gets_a_file_uri(tmp_path: Path) -> None:
-    outside = tmp_path / "dir with space" / "dmesg.txt"
-    outside.parent.mkdir()
+def test_a_file_outside_the_root_is_relative_to_the_scanned_folder(tmp_path: Path) -> None:
+    outside = tmp_path / "dir with space" / "logs" / "dmesg.txt"
+    outside.parent.mkdir(parents=True)
     outside.write_bytes((CI / "oom-cgroup" / "dmesg.txt").read_bytes())
-    doc = sarif_of(str(outside))
-    uri = doc["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
-    assert uri == outside.as_uri() and "%20" in uri
+    (outside.parent.parent / "train.log").write_bytes((CI / "oom-cgroup" / "train.log").read_bytes())
+    doc = sarif_of(str(outside.parent.parent))
+    run = doc["runs"][0]
+    artifact = run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert artifact == {"uri": "logs/dmesg.txt", "uriBaseId": "SCANROOT"}
+    assert run["originalUriBaseIds"]["SCANROOT"]["uri"] == (tmp_path / "dir with space").as_uri() + "/"
+    assert "%20" in run["originalUriBaseIds"]["SCANROOT"]["uri"]
     assert sarif_problems(doc) == []
+    schema = sarif_schema()
+    if schema is not None:
+        assert sarif_schema_errors(doc, schema) == []
 
 
-def fingerprints(doc: dict[str, Any]) -> dict[str, str]:
-    return {r["ruleId"]: r["partialFingerprints"][FINGERPRINT_KEY] for r in doc["runs"][0]["results"]}
+def every_artifact(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    run = doc["runs"][0]
+    return [loc["physicalLocation"]["artifactLocation"] for res in run["results"]
+            for loc in res.get("locations", []) + res.get("relatedLocations", [])]
+
+
+def test_a_bundle_is_named_by_the_paths_inside_it() -> None:
+    # A real bundle: its files carry the host paths they had; GitHub gets the path inside the bundle.
+    bundle = next(f for f in fixture_dirs() if f.name == "module-not-found")
+    doc = sarif_of(str(bundle.relative_to(REPO)))
+    run = doc["runs"][0]
+    artifacts = every_artifact(doc)
+    assert artifacts
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    inside = {f["path"]: f.get("origin") or f["path"] for f in manifest["files"]}
+    for artifact in artifacts:
+        assert artifact["uriBaseId"] == "BUNDLE" and not artifact["uri"].startswith(("/", "file:"))
+        assert artifact["uri"] in inside
+        assert artifact["properties"]["hostPath"] == inside[artifact["uri"]]
+    assert run["originalUriBaseIds"]["BUNDLE"] == {"uri": f"{bundle.relative_to(REPO).as_posix()}/", "uriBaseId": "%SRCROOT%"}
+    schema = needs_schema()
+    assert sarif_schema_errors(doc, schema) == [] and sarif_problems(doc) == []
+
+
+def test_driver_says_where_the_tool_lives() -> None:
+    driver = sarif_of(*CASES["oom-cgroup"])["runs"][0]["tool"]["driver"]
+    assert driver["informationUri"] == HOMEPAGE
+    assert {d["id"]: d for d in driver["rules"]}["unrecognised.crash"]["helpUri"].endswith("/docs/rules/unrecognised.crash.md")
+
+
+@pytest.mark.parametrize(("env", "category", "expected"), [
+    ({}, None, None),  # not in CI: upload-sarif derives one
+    ({}, "nightly-gpu", "nightly-gpu/"),
+    ({"DIAGNOSE_SARIF_CATEGORY": "from-env"}, None, "from-env/"),
+    ({"GITHUB_ACTIONS": "true", "GITHUB_WORKFLOW": "nightly", "GITHUB_JOB": "train"}, None, "diagnose/nightly/train/"),
+    ({"GITHUB_ACTIONS": "true", "GITHUB_WORKFLOW": "nightly", "GITHUB_JOB": "train",
+      "DIAGNOSE_MATRIX": '{"python": "3.11", "gpu": "a100"}'}, None, "diagnose/nightly/train/gpu:a100/python:3.11/"),
+    ({"GITHUB_ACTIONS": "true", "GITHUB_WORKFLOW": "nightly", "GITHUB_JOB": "train", "DIAGNOSE_MATRIX": "null"}, None,
+     "diagnose/nightly/train/"),
+    ({"GITHUB_ACTIONS": "true", "GITHUB_JOB": "train"}, "mine", "mine/"),  # the option wins
+])
+def test_automation_id_is_one_per_job(env: dict[str, str], category: str | None, expected: str | None) -> None:
+    assert automation_id(category, env) == expected
+
+
+def test_matrix_jobs_get_different_categories(tmp_path: Path) -> None:
+    ids = []
+    for leg in ('{"gpu": "a100"}', '{"gpu": "h200"}'):
+        env = {"GITHUB_ACTIONS": "true", "GITHUB_WORKFLOW": "nightly", "GITHUB_JOB": "train", "DIAGNOSE_MATRIX": leg}
+        doc = json.loads(invoke(["scan", *CASES["oom-cgroup"], "--format", "sarif"], env=env).stdout)
+        ids.append(doc["runs"][0]["automationDetails"]["id"])
+    assert ids[0] != ids[1] and all(i.startswith("diagnose/nightly/train/") for i in ids)
+    doc = json.loads(invoke(["scan", *CASES["oom-cgroup"], "--format", "sarif", "--sarif-category", "gpu-a100"],
+                            env={"GITHUB_ACTIONS": "true"}).stdout)
+    assert doc["runs"][0]["automationDetails"] == {"id": "gpu-a100/"}
+    schema = sarif_schema()
+    if schema is not None:
+        assert sarif_schema_errors(doc, schema) == []
+
+
+def fingerprints(doc: dict[str, Any], key: str = FINGERPRINT_KEY) -> dict[str, str]:
+    return {r["ruleId"]: r["partialFingerprints"][key] for r in doc["runs"][0]["results"]}
+
+
+# A real failing program: it logs with a clock time and its pid, holds a temp folder of its own and
+# an object at a heap address, and dies reading a file that is not in that folder. Two runs differ
+# in every one of those; GitHub, hashing the raw line, would open a new alert for the second.
+FAILING = """
+import logging, os, tempfile
+logging.basicConfig(format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+log = logging.getLogger("train")
+work = tempfile.mkdtemp()
+log.info("run %s starting in %s with %r", os.urandom(4).hex(), work, object())
+try:
+    open(os.path.join(work, "shard-00017.bin"), "rb")
+except OSError:
+    log.exception("cannot read the shard at %r", object())
+    raise
+"""
+
+
+def real_failure_log(tmp_path: Path, name: str, program: str = FAILING) -> Path:
+    import subprocess
+    import sys
+
+    script = tmp_path / "failing.py"
+    script.write_text(program)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    log = tmp_path / name
+    log.write_text(proc.stderr)
+    return log
+
+
+def test_line_hash_is_stable_across_two_real_runs_of_one_failure(tmp_path: Path) -> None:
+    import time
+
+    first = real_failure_log(tmp_path, "run1.log")
+    time.sleep(1.1)  # another second on the clock
+    second = real_failure_log(tmp_path, "run2.log")
+    assert first.read_text() != second.read_text()
+    docs = [sarif_of(str(first)), sarif_of(str(second))]
+    primary = [next(loc["physicalLocation"]["region"]["snippet"]["text"] for loc in d["runs"][0]["results"][0]["locations"])
+               for d in docs]
+    assert primary[0] != primary[1], primary  # the raw primary lines differ (a pid, a time, a temp path...)
+    hashes = [fingerprints(d, LINE_HASH_KEY) for d in docs]
+    assert hashes[0] == hashes[1] and hashes[0], hashes
+    assert all(re.fullmatch(r"[0-9a-f]{16}:1", h) for h in hashes[0].values())
+    assert fingerprints(docs[0]) == fingerprints(docs[1])  # the own fingerprint holds too
+    # another failure is another alert
+    other = real_failure_log(tmp_path, "other.log", FAILING.replace("shard-00017.bin", "tokenizer.json"))
+    other_hashes = fingerprints(sarif_of(str(other)), LINE_HASH_KEY)
+    assert set(other_hashes.values()).isdisjoint(hashes[0].values())
 
 
 def test_fingerprint_is_the_same_on_a_second_run() -> None:

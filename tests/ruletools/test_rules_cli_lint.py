@@ -186,6 +186,9 @@ FACT_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "gpu": ({"ecc_uncorrected": ">0"}, {"gpu": {"driver": "550.54", "gpus": [{"name": "H200", "ecc_uncorrected": 3}]}}),
     "exit": ({"code": 1}, {"exit": {"code": 1, "rank": 0}}),
     "process": ({"alive": False}, {"process": {"alive": False}}),
+    # trainer_state.json log_history of tests/data/mlfiles/hf-trainer-nan: runs away, then NaN
+    "metric": ({"name": "loss", "nonfinite": True, "diverged": True},
+               {"metrics": {"loss": [[1, 3.9030723571777344], [2, 31211.59765625], [3, 283893497856.0], [4, "nan"]]}}),
 }
 
 

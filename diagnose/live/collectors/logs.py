@@ -21,6 +21,7 @@ from diagnose.evidence.textio import HEAD_BYTES, looks_binary, why_unreadable
 from diagnose.live.collectors.base import Captured, Context, Output, bundle_name
 
 SIBLINGS = 5
+WANDB_FILES = (("logs/debug-internal.log", FileKind.LOG), ("files/wandb-summary.json", FileKind.WANDB_SUMMARY))
 
 
 def collect(ctx: Context) -> Output:
@@ -34,6 +35,13 @@ def collect(ctx: Context) -> Output:
         captured = _file(ctx, path, FileKind.ELASTIC_ERROR, out)
         if captured is not None:
             out.files.append(captured)
+    for folder in spec.wandb_dirs:
+        # wandb's own record of the run: its internal log (why a run stopped syncing, a crash of
+        # wandb-core) and the last value of each metric; both go into a bundle like the logs.
+        for relative, kind in WANDB_FILES:
+            captured = _file(ctx, os.path.join(folder, relative), kind, out)  # None when it is not there
+            if captured is not None:
+                out.files.append(captured)
     if spec.expected_logs is not None:
         expected = []
         for pattern in spec.expected_logs:

@@ -6,7 +6,6 @@ collect` then `diagnose BUNDLE` gives the answer `diagnose RUN_ID` gave."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -73,25 +72,33 @@ def _scratch() -> Path:
 
 
 class _Progress:
-    """`collecting: waiting for gpu, packages (2.1 s)` on stderr, redrawn in place, only when slow."""
+    """`collecting flex7: waiting for gpu, packages (2.1 s)` as a rich spinner on stderr, only on a
+    terminal (the caller decides) and only once collection is slow; rich loads only then."""
 
     def __init__(self, enabled: bool, run_id: str) -> None:
         self.enabled = enabled
         self.run_id = run_id
-        self.shown = False
+        self.status: Any = None
 
     def update(self, elapsed: float, pending: Sequence[str]) -> None:
         if not self.enabled or elapsed < PROGRESS_AFTER or not pending:
             return
-        text = f"diagnose: collecting {self.run_id}: waiting for {', '.join(pending)} ({elapsed:.1f} s)"
-        sys.stderr.write("\r\x1b[K" + text[:200])
-        sys.stderr.flush()
-        self.shown = True
+        from rich.text import Text
+
+        # A Text, not markup: a run id or collector name with [brackets] is shown as it is.
+        text = Text(f"diagnose: collecting {self.run_id}: waiting for {', '.join(pending)} ({elapsed:.1f} s)"[:200])
+        if self.status is None:
+            from rich.console import Console
+
+            self.status = Console(stderr=True, highlight=False, emoji=False).status(text, spinner="dots")
+            self.status.start()
+        else:
+            self.status.update(text)
 
     def done(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
 
 
 def _run_one(info: CollectorInfo, ctx: Context, results: dict[str, Output], done: threading.Event) -> None:
