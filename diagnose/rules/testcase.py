@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-CASE_KEYS = ("log", "dmesg", "package", "tmux", "file", "checkpoint", "gpu", "exit", "process", "metrics", "captures",
+CASE_KEYS = ("log", "dmesg", "package", "tmux", "file", "checkpoint", "gpu", "exit", "process", "metric", "captures",
              "note")
-OLD_KEYS = {"packages": "package", "files": "file", "exits": "exit"}
+OLD_KEYS = {"packages": "package", "files": "file", "exits": "exit", "metrics": "metric"}
 # Inside a fact: (condition key, old key) -> new key.
 _OLD_FIELDS = {("tmux", "expected_session"): "session", ("gpu.gpus[]", "utilization_pct"): "utilization",
                ("gpu.gpus[]", "throttle_reasons"): "throttle"}

@@ -67,7 +67,7 @@ def evidence_for_case(case: Mapping[str, Any], workdir: Path) -> Evidence:
         checkpoints=CheckpointState.from_json(case["checkpoint"], "checkpoint", strict=True) if "checkpoint" in case else None,
         process=ProcessState.from_json(case["process"], strict=True) if "process" in case else None,
         exits=exits,
-        metrics=_metrics(case["metrics"]) if "metrics" in case else None,
+        metrics=_metrics(case["metric"]) if "metric" in case else None,
     )
 
 

@@ -26,7 +26,7 @@ from diagnose.vocab import Severity
 from tests.support.paths import FIXTURES
 from tests.support.scan import ENGINES
 
-SHAPES = Path(__file__).resolve().parent / "data" / "shapes"
+SHAPES = Path(__file__).resolve().parents[1] / "data" / "shapes"
 RULES = load_rules()
 NO_RULES = RuleSet([])
 

@@ -182,7 +182,7 @@ def test_deepspeed_multinode_lines_keep_host_and_rank() -> None:
     assert all(e["host"] in ("worker-0", "worker-1") for e in items if e["line"])
     from diagnose.engine.tracebacks import crashes_in_text
 
-    crashes = crashes_in_text((ML / "deepspeed-pdsh" / "ds-pdsh.log").read_text(), pdsh=True)
+    crashes = crashes_in_text((ML / "deepspeed-pdsh" / "ds-pdsh.log").read_text())  # pdsh hosts are read as prefixes
     assert (crashes[0].rank, crashes[0].exc_type) == (1, "RuntimeError")
     assert "shard 17 of the dataset is corrupt" in crashes[0].message
     (text,) = evidence_from_paths([str(ML / "deepspeed-pdsh" / "ds-pdsh.log")]).texts
