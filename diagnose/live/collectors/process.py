@@ -11,7 +11,7 @@ import re
 
 from diagnose.evidence.facts import ProcessState, RunProcess
 from diagnose.live.collectors.base import Context, Output
-from diagnose.live.collectors.procscan import _INTERPRETER, NOT_THE_RUN, _is_diagnose, scan_run
+from diagnose.live.collectors.procscan import _INTERPRETER, not_the_run, scan_run
 from diagnose.live.hosts import Host, ProcessInfo, cgroup_of
 from diagnose.live.runs import RunSpec, run_name_pattern
 
@@ -90,9 +90,7 @@ def _find(spec: RunSpec, host: Host) -> tuple[str, list[ProcessInfo], int | None
     own_dir = spec.workdir if spec.workdir and spec.id in spec.workdir else None
     found: list[ProcessInfo] = []
     for proc in table:
-        if proc.pid in mine or proc.comm in NOT_THE_RUN or not proc.cmdline or _is_diagnose(proc):
-            continue
-        if os.path.basename(proc.cmdline[0]) in NOT_THE_RUN:
+        if proc.pid in mine or not_the_run(proc):
             continue
         by_command = bool(pattern.search(" ".join(proc.cmdline)))
         by_dir = own_dir is not None and proc.cwd == own_dir and bool(_INTERPRETER.match(os.path.basename(proc.cmdline[0])))

@@ -27,7 +27,22 @@ from diagnose.live.runs import RunSpec, run_name_pattern
 # reading its log, editors, and diagnose itself.
 NOT_THE_RUN = {"tmux", "tmux: server", "tmux: client", "screen", "SCREEN", "less", "more", "tail", "head", "grep", "rg",
                "vi", "vim", "nvim", "nano", "emacs", "man", "watch", "journalctl", "dmesg", "nvidia-smi", "ssh", "sshd",
-               "py-spy"}
+               "py-spy",
+               # readers and carriers of the run's log (someone looking at it, or copying it away)
+               "cat", "zcat", "wc", "sed", "awk", "cut", "sort", "gzip", "xz", "scp", "rsync", "sftp-server", "nsenter"}
+_SHELLS = {"sh", "bash", "dash", "zsh"}
+
+
+def not_the_run(proc: ProcessInfo) -> bool:
+    """A program that names the run without being it: a multiplexer, a pager or reader of its log,
+    an editor, diagnose itself, or a shell whose -c command is one of those (`sh -c "ssh h cat log"`)."""
+    argv = proc.cmdline
+    if proc.comm in NOT_THE_RUN or not argv or _is_diagnose(proc) or os.path.basename(argv[0]) in NOT_THE_RUN:
+        return True
+    if os.path.basename(argv[0]) in _SHELLS and len(argv) >= 3 and argv[1] == "-c":
+        words = argv[2].split()
+        return bool(words) and os.path.basename(words[0]) in NOT_THE_RUN
+    return False
 _INTERPRETER = re.compile(r"^(python[0-9.]*|torchrun|deepspeed|accelerate|srun|mpirun|bash|sh)$")
 
 
@@ -70,8 +85,7 @@ def scan_run(ctx: Context, found: Sequence[ProcessInfo], how: str, reasons: dict
     mine = _ours(host, by_pid)
 
     def eligible(proc: ProcessInfo) -> bool:
-        return (proc.pid not in mine and proc.comm not in NOT_THE_RUN and bool(proc.cmdline) and not _is_diagnose(proc)
-                and os.path.basename(proc.cmdline[0]) not in NOT_THE_RUN)
+        return proc.pid not in mine and not not_the_run(proc)
 
     chosen: dict[int, str] = {p.pid: (reasons or {}).get(p.pid) or _first_reason(how) for p in found}
     for proc in table:
