@@ -388,6 +388,8 @@ def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mod
         stats["collectors"] = {name: asdict(status) for name, status in manifest.collectors.items()}
     if run.get("collect_seconds") is not None:
         stats["collect_seconds"] = run["collect_seconds"]
+    if isinstance(run.get("remote"), dict):
+        stats["remote"] = run["remote"]  # the run's host, the exec prefix, what crossed the connection
     return Evidence(info, base.texts, base.packages, base.gpu, tmux, expected, checkpoints, process, exits, tuple(gaps),
                     base.notes + tuple(str(n) for n in run.get("notes") or ()), stats, identity=identity)
 

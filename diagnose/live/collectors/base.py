@@ -94,24 +94,11 @@ class CollectorInfo:
     timeout: float  # default limit, seconds
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-def display_path(path: str) -> str:
-    """How reports name a file of the run: relative to the current folder when inside it."""
+def display_path(path: str, local: bool = True) -> str:
+    """How reports name a file of the run: relative to the current folder when inside it (a
+    remote host's paths are shown as they are there)."""
+    if not local:
+        return path
     try:
         relative = os.path.relpath(path)
     except ValueError:
