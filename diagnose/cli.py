@@ -390,7 +390,8 @@ def scan_command(ctx: click.Context, paths: tuple[str, ...], formats: tuple[str,
     """Scan captured files and folders: training logs, kernel logs (dmesg), nvidia-smi output,
     package lists (pip freeze / pip list / conda list / collect_env / requirements.txt),
     torchelastic error files, bundles. Kinds are detected; KIND:PATH forces one
-    (log, dmesg, nvidia-smi, nvml, packages, elastic-error). .gz/.bz2/.xz are read directly."""
+    (log, dmesg, nvidia-smi, nvml, packages, elastic-error). .gz/.bz2/.xz are read directly.
+    `-` reads standard input (`ssh host cat train.log | diagnose scan -`)."""
     from diagnose.app import diagnose
     from diagnose.evidence.inputs import evidence_from_paths
 

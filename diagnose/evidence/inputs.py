@@ -75,8 +75,13 @@ def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], lis
     entries: list[FileEntry] = []
     bundles: list[Path] = []
     notes: list[str] = []
+    if sum(1 for arg in args if split_kind(arg)[1] == "-") > 1:
+        raise InputError("-: standard input can be scanned once")
     for arg in args:
         forced, raw = split_kind(arg)
+        if raw == "-":
+            entries.append(_stdin_entry(forced))
+            continue
         path = Path(raw)
         _check_exists(raw)
         if path.is_dir():
@@ -109,6 +114,27 @@ def collect_paths(args: Sequence[str]) -> tuple[list[FileEntry], list[Path], lis
         if entry is not None:
             entries.append(entry)
     return entries, bundles, notes
+
+
+STDIN_NAME = "<stdin>"
+
+
+def _stdin_entry(forced: FileKind | None) -> FileEntry:
+    """`diagnose scan -`: standard input (`ssh host cat train.log | diagnose scan -`), copied as
+    it comes into a private file (the scanner reads files, and in pieces), never held in memory."""
+    import shutil
+    import sys
+
+    from diagnose.evidence.tempdirs import private_tempdir
+
+    target = private_tempdir("diagnose-stdin-") / "stdin.log"
+    source = sys.stdin.buffer
+    with open(target, "wb") as out:
+        shutil.copyfileobj(source, out, 1 << 20)
+    head = read_head(target, HEAD_BYTES)
+    if looks_binary(head) and forced is None:
+        raise InputError("-: binary input, not a text log (give KIND:- only for text)")
+    return (forced or sniff(target, head), target, STDIN_NAME, None, None)
 
 
 def _check_exists(raw: str) -> None:

@@ -383,7 +383,7 @@ def _trace(argv: Sequence[str], seconds: float, received: int) -> None:
     if "-c" in words:  # one of our scripts: name it by its first line of work
         script = words[words.index("-c") + 1]
         body = [line.strip() for line in script.split("printf \"%s\\n\" \"$n\" >&2; ", 1)[-1].splitlines() if line.strip()]
-        words = [body[0][:60] if body else "sh"] + words[words.index("-c") + 3 :][:4]
+        words = [body[0][:60] if body else "sh", *words[words.index("-c") + 4 :][:4]]
     sys.stderr.write(f"diagnose: ssh {' '.join(words)[:160]} ({seconds:.2f} s, {received:,} B)\n")
 
 
