@@ -235,3 +235,57 @@ class Container:
         deadline = time.time() + 10
         while self.pids() and time.time() < deadline:
             time.sleep(0.05)
+
+
+# ---------------------------------------------------------------- diagnosing from here and from there
+
+
+def diagnose_remote(args: list[str], cwd: Path, timeout: float = 180) -> tuple[int, dict[str, object], str]:
+    """The real CLI on this machine, `--format json`: (exit code, parsed stdout, stderr)."""
+    import json
+
+    from tests.conftest import run_cli
+
+    result = run_cli([*args, "--format", "json"], cwd=cwd, timeout=timeout)
+    assert result.returncode in (0, 1), f"exit {result.returncode}: {result.stderr}"
+    return result.returncode, json.loads(result.stdout), result.stderr
+
+
+def diagnose_there(box: Container, args: list[str]) -> tuple[int, dict[str, object], str]:
+    """The same diagnose run *inside* the container, as a user logged in there would run it
+    (from /root, so its paths are shown absolute like a remote run shows them)."""
+    import json
+    import sys
+
+    from tests.conftest import REPO
+
+    env = [f"PYTHONPATH={os.environ.get('PYTHONPATH', REPO)}",
+           f"DIAGNOSE_CACHE_DIR={os.environ.get('DIAGNOSE_CACHE_DIR', REPO / '.pytest_cache' / 'diagnose-cache')}"]
+    result = box.run("env", *env, "sh", "-c", 'cd /root && exec "$@"', "sh", sys.executable, "-m", "diagnose", *args,
+                     "--format", "json", check=False)
+    assert result.returncode in (0, 1), f"exit {result.returncode} there: {result.stderr}"
+    return result.returncode, json.loads(result.stdout), result.stderr
+
+
+def own_causes(data: dict[str, object]) -> list[tuple[object, ...]]:
+    """What must be equal between two diagnoses of one run: the causes that rest on the run
+    (not context; host events only when attributed to the run) with every piece of evidence."""
+    found = []
+    for cause in data["causes"]:  # type: ignore[attr-defined]
+        if cause["role"] == "context" or cause.get("attribution") not in (None, "own", "n/a"):
+            continue
+        evidence = tuple((e.get("source"), e.get("line"), e.get("text"), e.get("time")) for e in cause["evidence"])
+        found.append((cause["id"], cause["title"], cause["severity"], evidence))
+    return found
+
+
+def ssh_masters(port: int) -> list[int]:
+    """Pids of ssh ControlMasters (`ssh -M ... -p PORT`) to this port still alive."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                if argv and argv[0].endswith(b"ssh") and b"-M" in argv and str(port).encode() in argv:
+                    found.append(int(entry.name))
+    return found
