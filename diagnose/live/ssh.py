@@ -38,6 +38,7 @@ CONNECT_TIMEOUT = 10.0
 PERSIST = 60  # seconds a master left behind by a killed diagnose stays, idle
 PARALLEL = 6  # sessions at once (sshd's MaxSessions is 10 by default)
 _HOST = re.compile(r"^[A-Za-z0-9_.%-]+$")
+_IPV6 = re.compile(r"[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]+)?")  # with a zone: fe80::1%eth0
 _USER = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
 _OPTION = re.compile(r"^[A-Za-z][A-Za-z0-9]*=[^\n\r\0]*$")
 # ssh's own words for what went wrong, in the order they are checked.
@@ -91,7 +92,7 @@ def parse_target(text: str) -> Target:
         if not port_text.isdigit() or not 0 < int(port_text) < 65536:
             raise DiagnoseError(f"--host {visible(text)!r}: {visible(port_text)!r} is not a port number")
         port = int(port_text)
-    if not host or host.startswith("-") or not (_HOST.match(host) or (":" in host and re.fullmatch(r"[0-9A-Fa-f:.%]+", host))):
+    if not host or host.startswith("-") or not (_HOST.match(host) or (":" in host and _IPV6.fullmatch(host))):
         raise DiagnoseError(f"--host {visible(text)!r}: expected [USER@]HOST[:PORT] (a host name, an address, "
                             "or an alias of your ssh config)")
     return Target(host, user, port)

@@ -94,12 +94,17 @@ def _case_variants(ch: str) -> set[str]:
     return variants
 
 
+_REGEX_SPACE = "\t\n\x0b\x0c\r "  # the ASCII characters `regex` matches with \s
+
+
 def _category_has(category: str, ch: str) -> bool:
     if category.endswith("DIGIT"):
         has = ch.isdigit() and ch.isascii() if "NOT" not in category else not (ch.isdigit() and ch.isascii())
         return has
     if category.endswith("SPACE"):
-        return ch.isspace() if "NOT" not in category else not ch.isspace()
+        # Exactly `regex`'s: it does not count \x1c-\x1f as space (str.isspace does), and a
+        # negated class ([^\d\s]) is only a superset if what it negates is not widened.
+        return ch in _REGEX_SPACE if "NOT" not in category else ch not in _REGEX_SPACE
     if category.endswith("WORD"):
         word = ch.isalnum() or ch == "_"
         return word if "NOT" not in category else not word

@@ -181,7 +181,7 @@ class Container:
                 f"mount --bind {workspace} /mnt/workspace && mount -t tmpfs diagnose-ct-tmp /tmp && "
                 "echo ready && exec sleep 100000 >/dev/null")
         self.proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount", "--mount-proc", "sh", "-c", init],
-                                     stdout=subprocess.PIPE, start_new_session=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()  # its mounts are in place once it says so
         self.proc.stdout.close()
