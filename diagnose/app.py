@@ -150,6 +150,11 @@ def _resolve(run_id: str, config: Config, search_dirs: list[Path], stall_after: 
     if host is not None:
         spec.log_patterns, spec.scan_engine = log_patterns, engine
         spec.remote_scan_timeout = host.remote.scan_timeout
+        skew = host.clock_skew()
+        if skew is not None and abs(skew) > 30:
+            # File times and log stamps are the remote clock's; "now" (stalled? how long ago?) is ours.
+            spec.notes.append(f"the clock of {host.remote.target} is {abs(skew):.0f} s {'ahead of' if skew > 0 else 'behind'} "
+                              "this machine's: ages and the stall check are off by that much")
     return spec
 
 

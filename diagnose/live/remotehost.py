@@ -19,6 +19,7 @@ import errno
 import math
 import os
 import posixpath
+import re
 import stat as stat_module
 import threading
 import time
@@ -39,6 +40,7 @@ HEAD_KEEP = 128 * 1024  # heads at least this long are read once per file
 TAIL_KEEP = 5 * 1024 * 1024  # and tails (the crash finder reads 4 MiB): one read serves all
 _PRUNE = (".git", "node_modules", "__pycache__", "site-packages", ".venv", "venv", ".tox", ".mypy_cache")
 _STAT_FORMAT = "%s %.9Y %f %u %.9Z"
+MARK = re.compile(r"DGX[0-9a-f]{24}")  # ssh.nonce(): in the arguments of every command we run there
 
 PRELUDE = (
     'n=$1; shift; LC_ALL=C; export LC_ALL; e() { printf "\\n%s\\n" "$n"; }; '
@@ -86,6 +88,11 @@ for d do
 done
 """
 
+DIRS = r"""
+c=$1; t=$2
+printf 'D\n'; find -L "$t" -mindepth 1 -type d \( -name '.*' -prune -o -printf '%P\0' \) 2>/dev/null | head -c "$c"; e
+"""
+
 WALK = r"""
 c=$1; t=$2
 printf 'W\n'; find -P "$t" -mindepth 1 \( -type d -o -type f \) -printf '%y %s %T@ %m %U\0%P\0' 2>/dev/null | head -c "$c"; e
@@ -94,8 +101,9 @@ printf 'W\n'; find -P "$t" -mindepth 1 \( -type d -o -type f \) -printf '%y %s %
 READ = r"""
 k=$1; o=$2; shift 2
 for f do
-  if [ ! -e "$f" ]; then printf 'R ENOENT\n'
-  elif [ -d "$f" ]; then printf 'R EISDIR\n'
+  d=${f%/*}
+  if [ ! -e "$f" ] && [ -n "$d" ] && [ -e "$d" ] && [ ! -d "$d" ]; then printf 'R ENOTDIR\n'
+  elif [ ! -e "$f" ]; then printf 'R ENOENT\n'
   elif [ ! -f "$f" ]; then printf 'R EINVAL\n'
   elif [ ! -r "$f" ]; then printf 'R EACCES\n'
   else
@@ -471,7 +479,7 @@ class SshHost(Host):
             if part == "**":
                 found = list(current)
                 for base in current:
-                    found.extend(p for p, _st in self._dirs_under(base))
+                    found.extend(self._dirs_under(base))
                 current = sorted(set(found))
                 continue
             if not glob_module.has_magic(part):
@@ -503,8 +511,11 @@ class SshHost(Host):
             current = [c for c in current if stats.get(c) is not None]
         return sorted(set(current))
 
-    def _dirs_under(self, top: str) -> list[tuple[str, FileStat]]:
-        return [(posixpath.join(top, rel), st) for rel, st in self._walk_entries(top, 100_000) if st.is_dir]
+    def _dirs_under(self, top: str) -> list[str]:
+        """The folders below `top` as glob's `**` walks them: through links, hidden ones skipped."""
+        answer = self.script(DIRS, [str(LIST_CAP), top], timeout=OP_TIMEOUT * 2, compress=True)
+        names = (answer.get("D") or b"").split(b"\0")[:-1]
+        return [posixpath.join(top, name.decode("utf-8", errors="surrogateescape")) for name in names if name]
 
     def _walk_entries(self, top: str, limit: int) -> list[tuple[str, FileStat]]:
         answer = self.script(WALK, [str(min(LIST_CAP * 4, max(limit, 1) * 200)), top], timeout=OP_TIMEOUT * 2,
@@ -596,10 +607,12 @@ class SshHost(Host):
                     with self._lock:
                         self._whole[path] = content
                 return content, info
-            code = {"ENOENT": errno.ENOENT, "EISDIR": errno.EISDIR, "EINVAL": errno.EINVAL,
+            code = {"ENOENT": errno.ENOENT, "ENOTDIR": errno.ENOTDIR, "EINVAL": errno.EINVAL,
                     "EACCES": errno.EACCES}.get(status, errno.EIO)
             if code == errno.ENOENT:
                 raise FileNotFoundError(code, os.strerror(code), path)
+            if code == errno.ENOTDIR:
+                raise NotADirectoryError(code, os.strerror(code), path)
             if code == errno.EACCES:
                 raise PermissionError(code, os.strerror(code), path)
             raise OSError(code, "not a regular file" if code == errno.EINVAL else os.strerror(code), path)
@@ -706,7 +719,7 @@ class SshHost(Host):
             argv = tuple(part.decode("utf-8", errors="replace") for part in files["cmdline"].get(pid, []) if part)
             table.append(ProcessInfo(pid, ppid, argv, comm, files["cwd"].get(pid), files["exe"].get(pid), start))
         with self._lock:
-            self._procs = sorted(table, key=lambda p: p.pid)
+            self._procs = sorted(_without_ours(table), key=lambda p: p.pid)
             self._proc_files = files
 
     def processes(self) -> list[ProcessInfo]:
@@ -792,10 +805,28 @@ class SshHost(Host):
             "target": str(self.remote.target), "exec": list(self.remote.exec_prefix), "hostname": self.name,
             "commands": traffic.commands, "bytes_received": traffic.received, "bytes_sent": traffic.sent,
             "connect_seconds": round(self.conn.connect_seconds, 3), "lost": self.conn.lost,
+            "clock_skew_s": None if (skew := self.clock_skew()) is None else round(skew, 1),
         }
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _without_ours(table: list[ProcessInfo]) -> list[ProcessInfo]:
+    """The process table without our own commands there: the ones whose arguments hold a
+    command marker (`timeout ... sh -c SCRIPT diagnose MARK ...`) and everything below them (the
+    grep, stat and tail of a search that names the run's log, collected while they run)."""
+    ours = {p.pid for p in table if any(MARK.fullmatch(arg) for arg in p.cmdline)}
+    children: dict[int, list[int]] = {}
+    for proc in table:
+        children.setdefault(proc.ppid, []).append(proc.pid)
+    queue = list(ours)
+    while queue:
+        for child in children.get(queue.pop(), ()):
+            if child not in ours:
+                ours.add(child)
+                queue.append(child)
+    return [p for p in table if p.pid not in ours]
 
 
 def _gunzip(data: bytes) -> bytes:

@@ -48,10 +48,12 @@ def keygen(path: Path) -> str:
 
 
 class Sshd:
-    """sshd -D on 127.0.0.1:PORT, accepting one generated key for root."""
+    """sshd -D on 127.0.0.1:PORT (or an address inside network namespace `netns`), accepting
+    one generated key for root."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, address: str = "127.0.0.1", netns: str | None = None) -> None:
         self.folder = folder
+        self.address = address
         folder.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.host_key = folder / "host_ed25519"
@@ -60,11 +62,11 @@ class Sshd:
         keygen(self.user_key)
         (folder / "authorized_keys").write_text(self.user_key.with_suffix(".pub").read_text())
         self.known_hosts = folder / "known_hosts"
-        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} ssh-ed25519 {host_public}\n")
+        self.known_hosts.write_text(f"[{address}]:{self.port} ssh-ed25519 {host_public}\n")
         self.config = folder / "sshd_config"
         self.config.write_text(textwrap.dedent(f"""\
             Port {self.port}
-            ListenAddress 127.0.0.1
+            ListenAddress {address}
             HostKey {self.host_key}
             AuthorizedKeysFile {folder}/authorized_keys
             PidFile {folder}/sshd.pid
@@ -83,12 +85,13 @@ class Sshd:
             Path("/run/sshd").mkdir(mode=0o755, parents=True)
             self.made_run_dir = True
         self.log = open(folder / "sshd.log", "wb")  # noqa: SIM115  (closed in stop)
-        self.proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(self.config)], stdout=self.log,
+        inside = ["ip", "netns", "exec", netns] if netns else []
+        self.proc = subprocess.Popen([*inside, str(SSHD), "-D", "-e", "-f", str(self.config)], stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 20
         while True:
             with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                if probe.connect_ex((address, self.port)) == 0:
                     break
             if self.proc.poll() is not None or time.time() > deadline:
                 raise AssertionError(f"sshd did not start: {(folder / 'sshd.log').read_text()}")
@@ -97,7 +100,7 @@ class Sshd:
     def _client(self, key: Path, known: Path) -> str:
         return textwrap.dedent(f"""\
             Host *
-              HostName 127.0.0.1
+              HostName {self.address}
               Port {self.port}
               User root
               IdentityFile {key}
@@ -111,7 +114,7 @@ class Sshd:
 
     @property
     def target(self) -> str:
-        return f"root@127.0.0.1:{self.port}"
+        return f"root@{self.address}:{self.port}"
 
     def client_config_with(self, name: str, key: Path | None = None, known: Path | None = None) -> Path:
         """Another client config: another key, another known_hosts (for the failure cases)."""

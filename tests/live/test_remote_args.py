@@ -112,3 +112,23 @@ def test_ssh_options_are_key_value_only() -> None:
 def test_ssh_failures_in_one_line(stderr: str, words: str) -> None:
     line = explain(Target("h", "root", 2222), stderr, 10.0)
     assert words in line and "\n" not in line and line.startswith("root@h:2222: ")
+
+
+def test_host_table_of_the_config(tmp_path) -> None:
+    from diagnose.errors import ConfigError
+    from diagnose.live.config import load_config
+
+    path = tmp_path / "diagnose.toml"
+    path.write_text('[host]\ntarget = "root@10.1.2.6"\nexec = "pct exec 200 --"\nssh_options = ["Port=2222"]\n'
+                    'connect_timeout = 5\n')
+    config = load_config(path)
+    assert config.host == {"target": "root@10.1.2.6", "exec": ["pct", "exec", "200", "--"], "ssh_options": ["Port=2222"],
+                           "connect_timeout": 5.0}
+    for text, words in [('[host]\nport = 22\n', "diagnose.toml:2: unknown key 'port' in [host]"),
+                        ('[host]\ntarget = 3\n', "diagnose.toml:2: target in [host] must be a non-empty string"),
+                        ('[host]\nexec = "pct \'x"\n', "diagnose.toml:2: exec in [host]"),
+                        ('[host]\nssh_options = ["-oProxyCommand=id"]\n', "ssh_options in [host] must be a list"),
+                        ('[host]\nscan_timeout = -1\n', "scan_timeout in [host] must be a positive number")]:
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=words.replace("[", r"\[").replace("]", r"\]")):
+            load_config(path)
