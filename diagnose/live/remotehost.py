@@ -427,10 +427,9 @@ class SshHost(Host):
                 continue
             top, _, rest = content.partition(b"\0")
             root = top.decode("utf-8", errors="surrogateescape")
-            if header != "L 1":
-                lists[root] = Listing([], True)
-                continue
             lists[root] = Listing([], True)
+            if header != "L 1":
+                continue  # not there, no folder, or not ours to list: nothing in it
             fields = rest.split(b"\0")
             usable = len(fields) - 1  # the last piece follows the last NUL: empty, or cut short
             cut = len(rest) >= LIST_CAP or (usable % 3) != 0
@@ -845,6 +844,3 @@ def _after_mark(data: bytes, mark: str) -> bytes:
     at = data.find(token)
     return data[at + len(token) :] if at >= 0 else data
 
-
-def output_limit() -> int:
-    return MAX_OUTPUT

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diagnose.live.ssh import ConnectionLost, nonce
+from diagnose.live.ssh import nonce
 
 if TYPE_CHECKING:
     from diagnose.live.remotehost import SshHost
@@ -34,7 +34,7 @@ HEAD = 128 * 1024  # the excerpt's first 64 KiB are the file's (runview reads th
 TAIL = 5 * 1024 * 1024  # and its last 4 MiB (tracebacks, runlog, runview read that much)
 OUTPUT_LINE = 16 * 1024 * 1024  # a candidate line longer than this is cut there (counted)
 CUT_FIRST = 1024 * 1024  # after grep ran out of memory on a huge line: lines cut to this before grep
-GREP_MEMORY_KB = 1024 * 1024  # ulimit -v of the remote grep
+GREP_MEMORY_KB = 1024 * 1024  # ulimit -v of the remote grep (DIAGNOSE_REMOTE_GREP_MEMORY_KB: a small box)
 CONTEXT = 20 * 1024  # bytes above a hit for its timestamp (the scanner looks 16 KiB back)
 MAX_CANDIDATE_BYTES = 512 * 1024 * 1024  # a prefilter letting through more than this is stopped
 
@@ -72,6 +72,13 @@ DIAGNOSE_PATTERNS
 }
 if [ "$z" = 1 ]; then body | gzip -1 -c; else body; fi
 """
+
+
+def grep_memory_kb() -> int:
+    import os
+
+    raw = os.environ.get("DIAGNOSE_REMOTE_GREP_MEMORY_KB", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else GREP_MEMORY_KB
 
 
 class RemoteScanError(Exception):
@@ -208,25 +215,25 @@ def _search(host: SshHost, path: str, patterns: Any, engine: str, display: str, 
     cached_info = cached[1] if cached is not None and len(cached[0]) >= TAIL else ""
     compressed = "gzip" in host.tools
     excerpt = Excerpt(local)
+    answer: Answer | None = None
+    stderr = bytearray()
     for cut_first in (0, CUT_FIRST):
         left = deadline - time.monotonic()
         if left <= 1:
             raise TimeoutError("no time left to search it remotely")
         stderr = bytearray()
         try:
-            answer = _run_scan(host, path, pattern_bytes, cached_info, compressed, cut_first, left, stderr, excerpt)
-        except ConnectionLost:
-            raise
+            answer = _run_scan(host, path, pattern_bytes, cached_info, compressed, cut_first, left, stderr)
         except TimeoutError as exc:
             raise TimeoutError(f"the remote search did not end in time ({exc})") from None
         if answer is not None:
             break
         if cut_first:
-            raise RemoteScanError("grep ran out of memory even with lines cut to 1 MiB")
+            raise RemoteScanError(f"grep ran out of memory even with every line cut to {CUT_FIRST >> 10} KiB")
         excerpt.notes.append(f"{display}: grep ran out of memory on a very long line; searched again with every "
-                             f"line cut to {CUT_FIRST // 1024} KiB first")
-    else:  # pragma: no cover - the loop breaks or raises
-        raise RemoteScanError("no answer")
+                             f"line cut to {CUT_FIRST >> 10} KiB first (the times of hits without a timestamp of "
+                             "their own may then be missing)")
+    assert answer is not None
     info, lines, head, tail, tail_info, candidates, grep_rc, stat2, received = answer
     if grep_rc not in (0, 1):
         raise RemoteScanError(f"grep failed (exit {grep_rc}): "
@@ -268,14 +275,14 @@ Answer = tuple[str, int, bytes, bytes | None, str, list[tuple[int, int, bytes]],
 
 
 def _run_scan(host: SshHost, path: str, pattern_bytes: bytes, cached_info: str, compressed: bool, cut_first: int,
-              timeout: float, stderr: bytearray, excerpt: Excerpt) -> Answer | None:
+              timeout: float, stderr: bytearray) -> Answer | None:
     """One run of SCAN; None when grep ran out of memory (try again with lines cut first)."""
     import errno
 
     from diagnose.live.remotehost import PRELUDE
 
     mark = nonce()
-    args = [path, str(HEAD), str(TAIL), cached_info, str(OUTPUT_LINE), str(GREP_MEMORY_KB), "1" if compressed else "0",
+    args = [path, str(HEAD), str(TAIL), cached_info, str(OUTPUT_LINE), str(grep_memory_kb()), "1" if compressed else "0",
             str(cut_first)]
     argv = [*host._deadline_words(timeout), "sh", "-c", PRELUDE + SCAN, "diagnose", mark, *args]
     chunks = host.conn.stream(argv, timeout + 3.0, stdin=pattern_bytes, stderr=stderr)

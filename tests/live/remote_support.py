@@ -270,14 +270,19 @@ def diagnose_there(box: Container, args: list[str]) -> tuple[int, dict[str, obje
     return result.returncode, json.loads(result.stdout), result.stderr
 
 
-def own_causes(data: dict[str, object]) -> list[tuple[object, ...]]:
+def own_causes(data: dict[str, object], log: str | None = None) -> list[tuple[object, ...]]:
     """What must be equal between two diagnoses of one run: the causes that rest on the run
-    (not context; host events only when attributed to the run) with every piece of evidence."""
+    (not context; host events only when attributed to the run) with every piece of evidence;
+    with `log`, only those resting on that log alone (this shared machine's kernel log gains
+    other users' OOM kills between two diagnoses, and one killed after the run's last write is
+    tied to the run by name and time)."""
     found = []
     for cause in data["causes"]:  # type: ignore[attr-defined]
         if cause["role"] == "context" or cause.get("attribution") not in (None, "own", "n/a"):
             continue
         evidence = tuple((e.get("source"), e.get("line"), e.get("text"), e.get("time")) for e in cause["evidence"])
+        if log is not None and not all(source == log for source, _l, _t, _m in evidence):
+            continue
         found.append((cause["id"], cause["title"], cause["severity"], evidence))
     return found
 

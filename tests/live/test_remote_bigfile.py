@@ -53,7 +53,7 @@ def big_log_story(tmp_path: Path, sshd: object, container: object, size: int) ->
 
 def from_the_log(data: dict) -> list[tuple[object, ...]]:
     """The causes resting on the log alone (this shared machine's kernel log changes between runs)."""
-    return [c for c in own_causes(data) if all(e[0] == f"{INSIDE}/train_flex7.log" for e in c[3])]  # type: ignore[union-attr]
+    return own_causes(data, f"{INSIDE}/train_flex7.log")
 
 
 def assert_same_as_there(live: dict, there: dict, total: int) -> dict:
@@ -87,3 +87,41 @@ def test_2_gb_remote_log_under_one_percent_crosses(tmp_path, sshd, container):
     remote = assert_same_as_there(live, there, total)
     assert remote["bytes_transferred"] < total * 0.01, remote
     assert remote["percent_transferred"] < 1.0
+
+
+def test_a_300_mb_line_makes_grep_run_out_of_memory_then_lines_are_cut_first(tmp_path, sshd, container):
+    """A progress bar that never printed a newline (tqdm's '\\r' updates, as in the real capture
+    of bench/data/healthy-torchrun-plain.log) for 300 MB: the remote grep, held to 200 MB
+    (DIAGNOSE_REMOTE_GREP_MEMORY_KB), runs out of memory on it; the search runs again with every
+    line cut to 1 MiB first, and the crash after it is still found at its own line."""
+
+    real = (REPO / "bench" / "data" / "healthy-torchrun-plain.log").read_bytes()
+    start = real.index(b"\rtrain:   5%")
+    updates = real[start : real.index(b"[rank1]", start)]  # two real bar updates, '\r' before each
+    log = container.workspace / "train_flex7.log"
+    with open(log, "wb") as out:
+        out.write(real[: real.index(b"\rtrain:")])
+        block = updates * ((1 << 20) // len(updates) + 1)
+        for _ in range(300):
+            out.write(block[: 1 << 20])
+        out.write(b"\n")
+        out.write((FIXTURES / "cuda-oom-h200" / "logs" / "train.log").read_bytes())
+    toml = tmp_path / "diagnose.toml"
+    toml.write_text(sshd.toml(container.exec_prefix, f'[run]\ndir = "{INSIDE}"\n'))
+    from tests.conftest import run_cli
+
+    try:
+        result = run_cli(["flex7", "--config", str(toml), "--format", "json"], cwd=tmp_path, timeout=600,
+                         env={"DIAGNOSE_REMOTE_GREP_MEMORY_KB": str(200 * 1024)})
+        _code, there, _err = diagnose_there(container, ["flex7", "--dir", INSIDE])
+    finally:
+        log.unlink()
+    assert result.returncode in (0, 1), result.stderr
+    import json
+
+    live = json.loads(result.stdout)
+    entry = live["stats"]["collect"]["remote"]["files"][f"logs{INSIDE}/train_flex7.log"]
+    assert entry["mode"] == "grep, lines cut to 1024 KiB first", entry
+    assert any("grep ran out of memory on a very long line" in note for note in live["notes"]), live["notes"]
+    assert [c["id"] for c in live["causes"] if c["id"] == "memory.cuda-oom"]
+    assert from_the_log(live) == from_the_log(there)
