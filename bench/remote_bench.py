@@ -16,11 +16,12 @@ What it does, and why it is fair:
 - A = `diagnose flex7 --host ... --exec ... --format json`: everything (connect, discovery,
   every collector, the remote grep, the local confirmation, the report); bytes over ssh from
   its own stats (stats.remote.bytes_transferred, all commands);
-- B = `ssh host fake-pct exec 200 -- cat LOG | diagnose scan - --format json`: the log alone
-  copied through, bytes counted as they pass; no discovery, no other collector;
+- B = `ssh host fake-pct exec 200 -- cat LOG | diagnose scan - --format json`, one shell
+  pipeline: the log alone copied through (its bytes counted once, untimed, with wc -c); no
+  discovery, no other collector;
 - both end to end, wall clock, median of --runs, interleaved; warm page cache and warm
-  diagnose caches (one untimed run of each first); the answers are compared: the causes
-  found in the log, with their line numbers, must be the same.
+  diagnose caches (one untimed run of A first; B's byte count warms the cache for B); the
+  answers are compared: every cause both report from the log must rest on the same lines.
 Needs root (sshd, namespaces), openssh-server, GNU grep/find on the "remote" side, tc for the
 shaped link (skipped when missing).
 """
@@ -31,12 +32,12 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -102,53 +103,45 @@ def run_host(sshd: Sshd, box: Container, config: Path, cwd: Path) -> tuple[float
     return took, int(data["stats"]["remote"]["bytes_transferred"]), data
 
 
-def run_cat(sshd: Sshd, box: Container, cwd: Path) -> tuple[float, int, dict]:
-    """ssh ... fake-pct exec 200 -- cat LOG | diagnose scan -, the bytes counted on the way."""
+def cat_argv(sshd: Sshd, box: Container) -> list[str]:
+    return ["ssh", "-F", str(sshd.client_config), "-p", str(sshd.port), f"root@{sshd.address}", "--",
+            *box.exec_prefix.split(), "cat", f"{INSIDE}/train_flex7.log"]
+
+
+def cat_bytes(sshd: Sshd, box: Container) -> int:
+    """What `ssh ... cat LOG` sends (counted once, untimed: the timed runs pipe it straight on)."""
+    result = subprocess.run(["sh", "-c", shlex.join(cat_argv(sshd, box)) + " | wc -c"], capture_output=True, text=True,
+                            timeout=3600)
+    return int(result.stdout.strip())
+
+
+def run_cat(sshd: Sshd, box: Container, cwd: Path, sent: int) -> tuple[float, int, dict]:
+    """`ssh ... fake-pct exec 200 -- cat LOG | diagnose scan -`, one shell pipeline as typed."""
+    command = shlex.join(cat_argv(sshd, box)) + " | " + shlex.join([sys.executable, "-m", "diagnose", "scan", "-",
+                                                                      "--format", "json"])
     started = time.perf_counter()
-    ssh = subprocess.Popen(["ssh", "-F", str(sshd.client_config), "-p", str(sshd.port), f"root@{sshd.address}", "--",
-                            *box.exec_prefix.split(), "cat", f"{INSIDE}/train_flex7.log"], stdout=subprocess.PIPE,
-                           stdin=subprocess.DEVNULL)
-    scan = subprocess.Popen([sys.executable, "-m", "diagnose", "scan", "-", "--format", "json"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=False, env=env(), cwd=cwd)
-    counted = [0]
-
-    def pump() -> None:
-        assert ssh.stdout is not None and scan.stdin is not None
-        while True:
-            chunk = ssh.stdout.read(1 << 20)
-            if not chunk:
-                break
-            counted[0] += len(chunk)
-            scan.stdin.write(chunk)
-        scan.stdin.close()
-
-    thread = threading.Thread(target=pump)
-    thread.start()
-    try:
-        assert scan.stdout is not None
-        out = scan.stdout.read()  # not communicate(): it would close the stdin the pump writes to
-        thread.join()
-        scan.wait(timeout=600)
-        ssh.wait(timeout=60)
-    finally:
-        for proc in (ssh, scan):
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    result = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env(), cwd=cwd, timeout=3600)
     took = time.perf_counter() - started
-    if scan.returncode not in (0, 1):
-        raise SystemExit(f"diagnose scan - failed ({scan.returncode})")
-    return took, counted[0], json.loads(out)
+    if result.returncode not in (0, 1):
+        raise SystemExit(f"ssh cat | diagnose scan - failed ({result.returncode}): {result.stderr}")
+    return took, sent, json.loads(result.stdout)
 
 
-def log_causes(data: dict) -> list[tuple[str, tuple[int, ...]]]:
-    """The causes found in the log, with their evidence line numbers (sources differ: a path, <stdin>)."""
-    found = []
+def log_hits(data: dict) -> dict[str, tuple[int, ...]]:
+    """Per cause id, the log lines it rests on (the sources differ: a path, <stdin>). A cause
+    only one of them reports (state, attribution: the live run knows more) is not compared."""
+    found = {}
     for cause in data["causes"]:
         lines = tuple(e["line"] for e in cause["evidence"] if e.get("source", "").endswith(("train_flex7.log", "<stdin>")))
-        if lines and cause.get("attribution") in (None, "own", "n/a"):
-            found.append((cause["id"], lines))
-    return sorted(found)
+        if lines:
+            found[cause["id"]] = lines
+    return found
+
+
+def same_lines(host: dict, cat: dict) -> tuple[bool, list[str]]:
+    a, b = log_hits(host), log_hits(cat)
+    shared = sorted(set(a) & set(b))
+    return bool(shared) and all(a[c] == b[c] for c in shared), shared
 
 
 def human(count: float) -> str:
@@ -160,20 +153,20 @@ def human(count: float) -> str:
 
 def bench_link(name: str, sshd: Sshd, box: Container, config: Path, cwd: Path, runs: int, size: int) -> dict:
     print(f"--- link {name}: warm-up", file=sys.stderr)
+    sent = cat_bytes(sshd, box)
     run_host(sshd, box, config, cwd)
-    run_cat(sshd, box, cwd)
     host: list[tuple[float, int, dict]] = []
     cat: list[tuple[float, int, dict]] = []
     for index in range(runs):
         print(f"--- link {name}: run {index + 1}/{runs}", file=sys.stderr)
         host.append(run_host(sshd, box, config, cwd))
-        cat.append(run_cat(sshd, box, cwd))
-    same = log_causes(host[-1][2]) == log_causes(cat[-1][2])
+        cat.append(run_cat(sshd, box, cwd, sent))
+    same, shared = same_lines(host[-1][2], cat[-1][2])
     return {
         "link": name, "size": size,
         "host_s": statistics.median(t for t, _b, _d in host), "host_bytes": statistics.median(b for _t, b, _d in host),
         "cat_s": statistics.median(t for t, _b, _d in cat), "cat_bytes": statistics.median(b for _t, b, _d in cat),
-        "same": same, "causes": log_causes(host[-1][2]),
+        "same": same, "causes": shared,
         "files": host[-1][2]["stats"]["collect"]["remote"]["files"],
     }
 
@@ -245,7 +238,7 @@ def report(results: list[dict], size_mb: int) -> None:
               f"{r['host_bytes'] / max(1, r['cat_bytes']):>12.5f}")
         share = 100.0 * r["host_bytes"] / r["size"]
         print(f"{'':<12} bytes over ssh: {share:.3f} % of the log; same causes and line numbers: "
-              f"{'yes' if r['same'] else 'NO'} ({', '.join(c for c, _l in r['causes'])})")
+              f"{'yes' if r['same'] else 'NO'} ({', '.join(r['causes'])})")
         for name, entry in r["files"].items():
             print(f"{'':<12} {name}: {entry.get('mode')}, {entry.get('candidates')} candidate lines, "
                   f"{entry.get('context_lines')} context lines, {human(entry.get('received', 0))} for it, "

@@ -49,7 +49,8 @@ body() {
   s=${st%% *}
   printf 'STAT %s\n' "$st"; e
   printf 'PATTERNS %s\n' "$(printf '%s\n' "$pats" | grep -c '')"; e
-  printf 'LINES %s\n' "$(head -c "$s" -- "$f" | wc -l)"; e
+  # Its lines are counted beside the search (a second reader of the same pages, on another core).
+  ( printf 'LINES %s\n' "$(head -c "$s" -- "$f" | wc -l)" >&2 ) &
   h=$hn; [ "$s" -lt "$h" ] && h=$s
   printf 'HEAD %s\n' "$h"; head -c "$h" -- "$f"; e
   if [ -n "$cached" ] && [ "$st" = "$cached" ]; then printf 'TAIL same\n'; e
@@ -68,6 +69,7 @@ $pats
 DIAGNOSE_PATTERNS
   fi
   e
+  wait
   printf 'STAT2 %s\n' "$(stat -L -c '%s %.9Y' -- "$f")"; e
 }
 if [ "$z" = 1 ]; then body | gzip -1 -c; else body; fi
@@ -304,8 +306,6 @@ def _run_scan(host: SshHost, path: str, pattern_bytes: bytes, cached_info: str, 
         if count != str(sent):
             raise RemoteScanError(f"the patterns did not arrive ({count or 0} of {sent} lines: does the exec prefix "
                                   "pass stdin through? docker and kubectl need exec -i)")
-        lines = int(reader.header().partition(" ")[2] or 0)
-        reader.content(0)
         reader.header()
         head = reader.content(HEAD)
         tail_header = reader.header()
@@ -338,10 +338,15 @@ def _run_scan(host: SshHost, path: str, pattern_bytes: bytes, cached_info: str, 
             close()
     if b"memory exhausted" in bytes(stderr):
         return None
-    grep_rc = 0
+    grep_rc, lines = 0, -1
     for said in bytes(stderr).decode(errors="replace").splitlines():
-        if said.startswith("GREPRC "):
-            grep_rc = int(said.split()[1]) if said.split()[1].isdigit() else 2
+        words = said.split()
+        if len(words) == 2 and words[0] == "GREPRC":
+            grep_rc = int(words[1]) if words[1].isdigit() else 2
+        elif len(words) == 2 and words[0] == "LINES" and words[1].isdigit():
+            lines = int(words[1])
+    if lines < 0:
+        raise RemoteScanError("the log's lines were not counted there")
     info_size = int(info.split()[0])
     # Lines written after the size was taken are not part of this snapshot.
     candidates = [(n, o, t[: info_size - o]) for n, o, t in candidates if o < info_size]

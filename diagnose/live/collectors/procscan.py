@@ -236,10 +236,12 @@ def _is_python(proc: ProcessInfo) -> bool:
 
 def _stacks(ctx: Context, scan: Scan, by_pid: dict[int, ProcessInfo]) -> None:
     """py-spy dump of each stalled Python process of the run (at most a few)."""
-    if not ctx.host.local:
-        return
     wanted = [i for i, p in enumerate(scan.processes) if _stalled(ctx, p) and p.pid in by_pid and _is_python(by_pid[p.pid])]
     if not wanted:
+        return
+    if not ctx.host.local:  # our py-spy is this machine's; one found there would be a program the host names
+        pids = ", ".join(str(scan.processes[i].pid) for i in wanted[:MAX_STACKS])
+        scan.gaps.append(Gap("process", f"py-spy: not run on a remote host; no stack of stalled pid(s) {pids}"))
         return
     tool = py_spy()
     for index in wanted[:MAX_STACKS]:
