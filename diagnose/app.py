@@ -36,6 +36,7 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
     for scan in result.scans:
         if scan.cut_lines:
             gaps.append(Gap(scan.source.display, f"{scan.cut_lines} line(s) longer than 64 KiB were cut to their first 64 KiB"))
+    remote = remote_stats(evidence, result.pattern_sets, gaps)
     stats: dict[str, object] = {
         "rules": len(rules.rules),
         "files_scanned": len(result.scans),
@@ -44,6 +45,8 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
         "engine": result.scans[0].engine if result.scans else None,
         "seconds": round(time.perf_counter() - started, 3),
     }
+    if remote:
+        stats["remote"] = remote
     if evidence.stats:
         stats["collect"] = dict(evidence.stats)
     return Diagnosis(evidence, ranked.causes, result.skipped, gaps, stats, elsewhere=ranked.elsewhere,
@@ -51,6 +54,35 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
                      state_reason=ranked.state.reason,
                      window=(ranked.view.start, ranked.view.start_source, ranked.view.last_write, ranked.view.end_source),
                      timeline=timeline)
+
+
+def remote_stats(evidence: Evidence, sets: Any, gaps: list[Gap]) -> dict[str, object] | None:
+    """For a run on another machine: where, through what, and how much of what was read there
+    crossed the connection. A log fetched as an excerpt for other rules than these gets a gap:
+    lines only these rules would match may not be in it."""
+    from diagnose.evidence.model import TextKind
+
+    remote = evidence.stats.get("remote") if evidence.stats else None
+    if not isinstance(remote, dict):
+        return None
+    files = remote.get("files") if isinstance(remote.get("files"), dict) else {}
+    assert isinstance(files, dict)
+    read = sum(int(f.get("size") or 0) for f in files.values() if isinstance(f, dict))
+    received = int(remote.get("bytes_received") or 0)
+    log_set = sets.get(TextKind.LOG) if isinstance(sets, dict) else None
+    for name, entry in files.items():
+        digest = entry.get("patterns_digest") if isinstance(entry, dict) else None
+        if digest and log_set is not None and digest != log_set.digest:
+            gaps.append(Gap(str(entry.get("path") or name), "fetched as an excerpt for another set of rules: lines only "
+                            "these rules match may be missing (collect it again with these rules)"))
+    return {
+        "host": remote.get("target"), "exec": remote.get("exec") or [],
+        "search": "grep on the remote side, candidate lines confirmed here" if any(
+            isinstance(f, dict) and str(f.get("mode", "")).startswith("grep") for f in files.values()) else "files fetched",
+        "bytes_read_remotely": read, "bytes_transferred": received,
+        "percent_transferred": round(100.0 * received / read, 3) if read else None,
+        "commands": remote.get("commands"),
+    }
 
 
 # ---------------------------------------------------------------- live runs
@@ -87,14 +119,62 @@ def nothing_found(spec: RunSpec, manifest: Any = None) -> DiagnoseError:
     return DiagnoseError(message)
 
 
-def evidence_for_run(run_id: str, config: Config, search_dirs: list[Path], progress: bool = False,
-                     stall_after: float | None = None) -> Evidence:
-    """Collect everything the machine can tell about the run, as Evidence (mode 'live')."""
-    from diagnose.live.collectors.run import collect_run
+def open_host(config: Config, host: str | None = None, exec_prefix: str | None = None) -> Any:
+    """The machine the run lives on: --host/--exec, else the config's [host], else None (this
+    one). A remote one is connected here: a key or host-key problem is one line, exit 2."""
+    from diagnose.live.ssh import Remote, check_options, parse_exec, parse_target
+
+    table = dict(config.host)
+    target = host if host is not None else table.get("target")
+    if target is None:
+        if exec_prefix is not None:
+            raise DiagnoseError("--exec needs --host (or target in the [host] table of the config)")
+        return None
+    from diagnose.live.remotehost import SshHost
+
+    remote = Remote(
+        target=parse_target(str(target)),
+        exec_prefix=parse_exec(exec_prefix if exec_prefix is not None else table.get("exec")),
+        options=check_options(table.get("ssh_options") or (), "[host] ssh_options"),
+        config_file=table.get("ssh_config"),
+        connect_timeout=float(table.get("connect_timeout") or 10.0),
+        scan_timeout=float(table.get("scan_timeout") or 300.0),
+    )
+    return SshHost(remote)
+
+
+def _resolve(run_id: str, config: Config, search_dirs: list[Path], stall_after: float | None, host: Any,
+             log_patterns: Any, engine: str) -> RunSpec:
     from diagnose.live.discovery import resolve
 
-    spec = resolve(run_id, config, search_dirs, stall_after=stall_after)
-    collection = collect_run(spec, progress=progress)
+    try:
+        spec = resolve(run_id, config, search_dirs, host=host, stall_after=stall_after)
+    except (ConnectionError, TimeoutError) as exc:  # a remote host that dropped while we looked
+        raise DiagnoseError(f"{run_id}: {exc.strerror or exc} (while looking for the run's files)") from None
+    if host is not None:
+        spec.log_patterns, spec.scan_engine = log_patterns, engine
+        spec.remote_scan_timeout = host.remote.scan_timeout
+        skew = host.clock_skew()
+        if skew is not None and abs(skew) > 30:
+            # File times and log stamps are the remote clock's; "now" (stalled? how long ago?) is ours.
+            spec.notes.append(f"the clock of {host.remote.target} is {abs(skew):.0f} s {'ahead of' if skew > 0 else 'behind'} "
+                              "this machine's: ages and the stall check are off by that much")
+    return spec
+
+
+def evidence_for_run(run_id: str, config: Config, search_dirs: list[Path], progress: bool = False,
+                     stall_after: float | None = None, host: Any = None, log_patterns: Any = None,
+                     engine: str = "auto") -> Evidence:
+    """Collect everything the machine can tell about the run, as Evidence (mode 'live'). On a
+    remote host the logs are searched there with `log_patterns` (a PatternSet)."""
+    from diagnose.live.collectors.run import collect_run
+
+    spec = _resolve(run_id, config, search_dirs, stall_after, host, log_patterns, engine)
+    try:
+        collection = collect_run(spec, progress=progress)
+    finally:
+        if host is not None:
+            host.close()  # the connection; the files fetched stay until we exit
     evidence = collection.evidence()
     if not found_anything(spec, evidence):
         raise nothing_found(spec, collection.manifest)
@@ -106,18 +186,19 @@ class PendingRun:
     the run's interpreter and the GPU driver) overlaps with loading and compiling the rules."""
 
     def __init__(self, run_id: str, config: Config, search_dirs: list[Path], progress: bool = False,
-                 stall_after: float | None = None) -> None:
+                 stall_after: float | None = None, **remote: Any) -> None:
         import threading
 
         self._result: Evidence | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._work, args=(run_id, config, search_dirs, progress, stall_after),
+        self._thread = threading.Thread(target=self._work, args=(run_id, config, search_dirs, progress, stall_after, remote),
                                         name="collect", daemon=True)
         self._thread.start()
 
-    def _work(self, run_id: str, config: Config, search_dirs: list[Path], progress: bool, stall_after: float | None) -> None:
+    def _work(self, run_id: str, config: Config, search_dirs: list[Path], progress: bool, stall_after: float | None,
+              remote: dict[str, Any]) -> None:
         try:
-            self._result = evidence_for_run(run_id, config, search_dirs, progress, stall_after)
+            self._result = evidence_for_run(run_id, config, search_dirs, progress, stall_after, **remote)
         except BaseException as exc:  # handed to the caller of evidence()
             self._error = exc
 
@@ -130,20 +211,33 @@ class PendingRun:
 
 
 def start_run(run_id: str, config: Config, search_dirs: list[Path], progress: bool = False,
-              stall_after: float | None = None) -> PendingRun:
-    return PendingRun(run_id, config, search_dirs, progress, stall_after)
+              stall_after: float | None = None, **remote: Any) -> PendingRun:
+    return PendingRun(run_id, config, search_dirs, progress, stall_after, **remote)
+
+
+def log_patterns(rules: RuleSet) -> Any:
+    """The pattern set a remote log is prefiltered with: the one the scan of logs will use."""
+    from diagnose.engine.evaluate import pattern_sets
+    from diagnose.evidence.model import TextKind
+
+    return pattern_sets(rules.rules)[TextKind.LOG]
 
 
 def collect_bundle(run_id: str, config: Config, search_dirs: list[Path], out: Path, progress: bool = False,
-                   raw: bool = False, stall_after: float | None = None) -> tuple[Path, Any]:
+                   raw: bool = False, stall_after: float | None = None, host: Any = None,
+                   rules: RuleSet | None = None) -> tuple[Path, Any]:
     """`diagnose collect`: the run's evidence written as a bundle, secrets masked unless raw.
     Returns (path, manifest)."""
     from diagnose.evidence.bundle import write_bundle
     from diagnose.live.collectors.run import collect_run
-    from diagnose.live.discovery import resolve
 
-    spec = resolve(run_id, config, search_dirs, stall_after=stall_after)
-    collection = collect_run(spec, progress=progress)
+    patterns = log_patterns(rules) if host is not None and rules is not None else None
+    spec = _resolve(run_id, config, search_dirs, stall_after, host, patterns, "auto")
+    try:
+        collection = collect_run(spec, progress=progress)
+    finally:
+        if host is not None:
+            host.close()
     if not found_anything(spec, collection.evidence()):
         raise nothing_found(spec, collection.manifest)
     return write_bundle(out, collection.manifest, collection.copies(), raw=raw), collection.manifest

@@ -276,6 +276,16 @@ def main() -> None:
     """
 
 
+def host_options(func: F) -> F:
+    """Where the run lives when it is not here: over ssh, behind an exec prefix."""
+    func = click.option("--exec", "exec_prefix", metavar="PREFIX",
+                        help="Run every command on the host behind this prefix, e.g. 'pct exec 200 --', "
+                             "'docker exec -i NAME', 'kubectl exec -i POD --', 'sudo -u USER'.")(func)
+    return click.option("--host", "host", metavar="[USER@]HOST[:PORT]",
+                        help="The run lives on this machine, reached with OpenSSH (your ~/.ssh/config and "
+                             "known_hosts; never a prompt). Its logs are searched there.")(func)
+
+
 def search_dir_option(func: F) -> F:
     func = click.option("--stall-after", "stall_after", default="10m", show_default=True, metavar="AGE",
                         help="A live run silent this long (2h / 30m / 600s) with little CPU counts as stalled.")(func)
@@ -348,13 +358,15 @@ def stdin_as_file(paths: Sequence[str]) -> Any:
 @report_options
 @rule_options
 @search_dir_option
+@host_options
 @dev_options
 @guarded
 @click.pass_context
 def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_on: str, since: str | None,
                 until: str | None, output: Path | None, verbose: bool, quiet: bool, color: str,
                 sarif_category: str | None, rule_dirs: tuple[Path, ...], config_path: Path | None,
-                search_dirs: tuple[Path, ...], stall_after: str, engine: str) -> None:
+                search_dirs: tuple[Path, ...], stall_after: str, host: str | None, exec_prefix: str | None,
+                engine: str) -> None:
     """Diagnose RUN_ID (a run on this machine) or BUNDLE (a saved bundle). `diagnose RUN_ID` is
     the short form."""
     from diagnose.evidence.bundle import evidence_from_bundle
@@ -365,14 +377,15 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
     since_t, until_t = parse_time(since, "since"), parse_time(until, "until")
     path = Path(target)
     exists = path_exists(path)
-    if not exists and looks_like_bundle_path(target):
+    local = host is None and exec_prefix is None
+    if local and not exists and looks_like_bundle_path(target):
         # ./nope.tar.gz, runs/flex7/: a path the user meant, not a run id to look for
         from diagnose.live.runs import RUN_ID
 
         also = "" if RUN_ID.match(target) else "; and not a run id (letters, digits and . _ - @ + = : only)"
         raise DiagnoseError(f"{target}: no such bundle (a folder or .tar.gz written by `diagnose collect`){also}")
     check_dirs(search_dirs)
-    if exists and is_bundle(path):
+    if local and exists and is_bundle(path):
         evidence = evidence_from_bundle(path)  # first: a bad bundle is refused without waiting on the rules
         ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
     else:
@@ -383,10 +396,22 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
         config = load_config(config_path)
         check_run_id(target)
         terminal = any(name == "terminal" and to is None for name, to in chosen)
-        # Collect in the background while the rules load: the two take about as long.
-        pending = start_run(target, config, list(search_dirs), progress=terminal and sys.stderr.isatty(),
-                            stall_after=parse_age(stall_after, "stall-after"))
-        ruleset = load_ruleset(rule_dirs, config.rule_dirs)
+        progress = terminal and sys.stderr.isatty()
+        age = parse_age(stall_after, "stall-after")
+        if host is not None or config.host:
+            from diagnose.app import log_patterns, open_host
+
+            # A remote run's logs are searched there with the rules' patterns: the rules first.
+            ruleset = load_ruleset(rule_dirs, config.rule_dirs)
+            remote = open_host(config, host, exec_prefix)
+            pending = start_run(target, config, list(search_dirs), progress=progress, stall_after=age, host=remote,
+                                log_patterns=log_patterns(ruleset), engine=engine)
+        else:
+            if exec_prefix is not None:
+                raise DiagnoseError("--exec needs --host (or target in the [host] table of the config)")
+            # Collect in the background while the rules load: the two take about as long.
+            pending = start_run(target, config, list(search_dirs), progress=progress, stall_after=age)
+            ruleset = load_ruleset(rule_dirs, config.rule_dirs)
         evidence = pending.evidence()
     diagnosis = timed_diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t,
                                stall_after=parse_age(stall_after, "stall-after"))
@@ -401,12 +426,13 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
               help="Config file (default: the nearest diagnose.toml or pyproject.toml [tool.diagnose], else the user config).")
 @search_dir_option
+@host_options
 @click.option("-v", "--verbose", is_flag=True, help="Show gap reasons in full.")
 @click.option("--raw", is_flag=True,
               help="Keep secrets (tokens, passwords, keys) in the copies and the manifest; by default they are masked.")
 @guarded
 def collect_command(run_id: str, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...], stall_after: str,
-                    verbose: bool, raw: bool) -> None:
+                    host: str | None, exec_prefix: str | None, verbose: bool, raw: bool) -> None:
     """Save everything about RUN_ID as a bundle (logs, kernel log, tmux, GPUs, packages, ...);
     `diagnose BUNDLE` on any machine then gives the same causes. Secrets found in the copies
     and the manifest are masked (within lines, so line numbers stay) unless --raw."""
@@ -418,8 +444,20 @@ def collect_command(run_id: str, out: Path, config_path: Path | None, search_dir
     if raw:
         click.echo("diagnose: warning: --raw: the bundle keeps secrets (tokens, passwords, keys) as they were; "
                    "do not share it", err=True)
+    remote = ruleset = None
+    if host is not None or config.host:
+        from diagnose.app import open_host
+        from diagnose.live.runs import check_run_id
+
+        check_run_id(run_id)
+        # The logs stay where they are: the bundle keeps the lines these rules may match (and
+        # the head and tail); `diagnose BUNDLE` with other rules says so.
+        ruleset = load_ruleset((), config.rule_dirs)
+        remote = open_host(config, host, exec_prefix)
+    elif exec_prefix is not None:
+        raise DiagnoseError("--exec needs --host (or target in the [host] table of the config)")
     written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty(), raw=raw,
-                                       stall_after=parse_age(stall_after, "stall-after"))
+                                       stall_after=parse_age(stall_after, "stall-after"), host=remote, rules=ruleset)
     for name, status in manifest.collectors.items():
         reason = f"  {visible(status.reason)}" if status.reason else ""  # reasons name paths found on disk
         if reason and not verbose and len(reason) > 120:
@@ -443,7 +481,8 @@ def scan_command(ctx: click.Context, paths: tuple[str, ...], formats: tuple[str,
     requirements.txt), torchelastic error files, HF Trainer trainer_state.json, Lightning
     metrics.csv, wandb files, NCCL flight-recorder dumps, sacct output, Kubernetes pod JSON,
     bundles. Kinds are detected; KIND:PATH forces one (see docs/ci.md). .gz/.bz2/.xz are read
-    directly. Folder scans note every file they skip and why (-v lists them)."""
+    directly. Folder scans note every file they skip and why (-v lists them). `-` reads standard
+    input (`ssh host cat train.log | diagnose scan -`)."""
     from diagnose.evidence.inputs import evidence_from_paths
 
     chosen = parse_formats(formats, output)

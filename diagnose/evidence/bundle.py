@@ -380,6 +380,8 @@ def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mod
         stats["collectors"] = {name: asdict(status) for name, status in manifest.collectors.items()}
     if run.get("collect_seconds") is not None:
         stats["collect_seconds"] = run["collect_seconds"]
+    if isinstance(run.get("remote"), dict):
+        stats["remote"] = run["remote"]  # the run's host, the exec prefix, what crossed the connection
     return replace(base, run=info, tmux=tmux, files=expected, checkpoints=checkpoints, process=process, exits=exits,
                    gaps=tuple(gaps), notes=base.notes + tuple(str(n) for n in run.get("notes") or ()), stats=stats,
                    identity=identity)

@@ -80,8 +80,13 @@ def collect_paths(args: Sequence[str], names: Mapping[str, str] | None = None) -
     entries: list[FileEntry] = []
     bundles: list[Path] = []
     notes: list[str] = []
+    if sum(1 for arg in args if split_kind(arg)[1] == "-") > 1:
+        raise InputError("-: standard input can be scanned once")
     for arg in args:
         forced, raw = split_kind(arg)
+        if raw == "-":
+            entries.append(_stdin_entry(forced))
+            continue
         path = Path(raw)
         _check_exists(raw)
         if path.is_dir():
@@ -112,12 +117,40 @@ def collect_paths(args: Sequence[str], names: Mapping[str, str] | None = None) -
         if forced is None and not_regular(path) is None and is_bundle(path):
             bundles.append(path)
             continue
-        entry = _entry(path, forced, notes, strict=True)
+        try:
+            entry = _entry(path, forced, notes, strict=True)
+        except InputError as exc:
+            shown = (names or {}).get(str(path)) or (names or {}).get(raw)
+            if shown is None:
+                raise
+            # a copy of standard input: named as the user gave it, never by its temp path
+            raise InputError(exc.message.replace(str(path), "-" if shown == STDIN_NAME else shown)) from None
         if entry is not None:
             if names and raw in names:
                 entry = (entry[0], entry[1], names[raw], entry[3], entry[4])
             entries.append(entry)
     return entries, bundles, notes
+
+
+STDIN_NAME = "<stdin>"
+
+
+def _stdin_entry(forced: FileKind | None) -> FileEntry:
+    """`diagnose scan -`: standard input (`ssh host cat train.log | diagnose scan -`), copied as
+    it comes into a private file (the scanner reads files, and in pieces), never held in memory."""
+    import shutil
+    import sys
+
+    from diagnose.evidence.tempdirs import private_tempdir
+
+    target = private_tempdir("diagnose-stdin-") / "stdin.log"
+    source = sys.stdin.buffer
+    with open(target, "wb") as out:
+        shutil.copyfileobj(source, out, 1 << 20)
+    head = read_head(target, HEAD_BYTES)
+    if looks_binary(head) and forced is None:
+        raise InputError("-: binary input, not a text log (give KIND:- only for text)")
+    return (forced or sniff(target, head), target, STDIN_NAME, None, None)
 
 
 def _check_exists(raw: str) -> None:

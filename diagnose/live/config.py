@@ -24,6 +24,13 @@ folder is passed over. Strings in [run] / [runs."<id or pattern>"] are templates
     python = "/opt/venvs/{run}/bin/python"   # or venv = "/opt/venvs/{run}"
     [runs."flex*"]                    # overrides for matching run ids (first match wins)
     dir = "/data/flex"
+    [host]                            # the runs live on another machine (--host/--exec override)
+    target = "root@10.1.2.6"          # [USER@]HOST[:PORT], or an alias of ~/.ssh/config
+    exec = "pct exec 200 --"          # a prefix every command there runs behind (docker exec -i C, sudo -u U)
+    ssh_options = ["IdentityFile=~/.ssh/lab"]   # as ssh -o KEY=VALUE
+    ssh_config = "~/.ssh/lab_config"  # as ssh -F FILE
+    connect_timeout = 10              # seconds
+    scan_timeout = 300                # seconds the remote search of the logs may take
 """
 
 from __future__ import annotations
@@ -97,7 +104,10 @@ def _has_tool_table(path: Path) -> bool:
 TEMPLATE_FIELDS = ("run", "home", "user", "host")
 
 
-TOP_KEYS = ("rules", "collect", "run", "runs")
+TOP_KEYS = ("rules", "collect", "run", "runs", "host")
+
+
+HOST_KEYS = ("target", "exec", "ssh_options", "ssh_config", "connect_timeout", "scan_timeout")
 
 
 COLLECT_KEYS = ("timeout", "budget", "skip")
@@ -143,6 +153,7 @@ class Config:
     timeout: float | None = None
     budget: float = DEFAULT_BUDGET
     skip: tuple[str, ...] = ()
+    host: dict[str, Any] = field(default_factory=dict)  # [host]: where remote runs live (live/ssh.py)
 
     def for_run(self, run_id: str) -> tuple[dict[str, Any], str | None]:
         """The run's settings ([run] overlaid with the first matching [runs.X]) and which section matched."""
@@ -305,9 +316,47 @@ def parse_config(data: Mapping[str, Any], path: Path, lines: _Lines | None = Non
             config.skip = tuple(value)
     if "run" in data:
         config.defaults = _run_table(data["run"], path, lines, "run")
+    if "host" in data:
+        config.host = _host_table(data["host"], path, lines)
     runs = data.get("runs", {})
     if not isinstance(runs, dict):
         raise ConfigError(f"{_where(path, lines, None, 'runs')}: runs must hold tables like [runs.\"flex*\"]")
     for pattern, table in runs.items():
         config.runs.append((pattern, _run_table(table, path, lines, f"runs.{pattern}")))
     return config
+
+
+def _host_table(data: Any, path: Path, lines: _Lines) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{_where(path, lines, 'host')}: [host] must be a table")
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        where = _where(path, lines, "host", key)
+        if key not in HOST_KEYS:
+            raise ConfigError(f"{where}: unknown key {key!r} in [host] (known: {', '.join(HOST_KEYS)})")
+        if key in ("target", "ssh_config"):
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"{where}: {key} in [host] must be a non-empty string")
+            out[key] = os.path.expanduser(value) if key == "ssh_config" else value
+        elif key == "exec":
+            if isinstance(value, str):
+                import shlex
+
+                try:
+                    out[key] = shlex.split(value)
+                except ValueError as exc:
+                    raise ConfigError(f"{where}: exec in [host]: {exc}") from None
+            elif isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+                out[key] = list(value)
+            else:
+                raise ConfigError(f"{where}: exec in [host] must be a string or a list of strings")
+        elif key == "ssh_options":
+            if not isinstance(value, list) or not all(isinstance(v, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9]*=[^\n\r\0]*", v)
+                                                       for v in value):
+                raise ConfigError(f"{where}: ssh_options in [host] must be a list of \"Key=Value\" strings (as for ssh -o)")
+            out[key] = list(value)  # ssh expands ~ in the options that take paths
+        else:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"{where}: {key} in [host] must be a positive number of seconds")
+            out[key] = float(value)
+    return out

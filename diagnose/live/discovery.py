@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 import time
 from collections.abc import Sequence
@@ -52,8 +53,14 @@ def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host
             rendered[key] = [render(v, values) if is_template else v for v in value]
         else:
             rendered[key] = render(value, values) if is_template else value
-    dirs = [str(d.resolve()) for d in search_dirs] or [os.getcwd()]
-    base_dir = config.path.parent if config.path else Path.cwd()
+    if host.local:
+        dirs = [str(d.resolve()) for d in search_dirs] or [os.getcwd()]
+        base_dir = config.path.parent if config.path else Path.cwd()
+    else:
+        # Paths of the run's host: relative ones from its home, never resolved on this machine.
+        home = host.home()
+        dirs = [posixpath.normpath(posixpath.join(home, str(d))) for d in search_dirs] or [home]
+        base_dir = Path(home)
     workdir = absolute_path(rendered["dir"], str(base_dir)) if "dir" in rendered else (dirs[0] if search_dirs else None)
     spec = RunSpec(
         id=run_id, host=host, configured=bool(settings), config_path=str(config.path) if config.path else None,

@@ -225,6 +225,29 @@ class Host(ABC):
     def proc_stat(self, pid: int) -> ProcStat | None:
         return None
 
+    def proc_stats(self, pids: Sequence[int]) -> dict[int, ProcStat]:
+        """proc_stat of several processes at once (a remote host reads them in one go)."""
+        found: dict[int, ProcStat] = {}
+        for pid in pids:
+            st = self.proc_stat(pid)
+            if st is not None:
+                found[pid] = st
+        return found
+
+    def read_heads(self, paths: Sequence[str], limit: int) -> dict[str, bytes]:
+        """The first `limit` bytes of each of these that is a regular file we may read (the
+        others are left out); a remote host reads them all in one go."""
+        found: dict[str, bytes] = {}
+        for path in paths:
+            try:
+                st = self.stat(path)
+                if st is None or not st.is_file:  # never open a FIFO or device planted among them
+                    continue
+                found[path] = self.read_bytes(path, limit)
+            except OSError:
+                continue
+        return found
+
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -298,6 +321,84 @@ def _ticks() -> int:
         return 100
 
 
+def run_command(argv: Sequence[str], timeout: float, env: Mapping[str, str | None] | None = None,
+                keep: str = "head", stdin: bytes | None = None) -> CommandResult:
+    """Run a program on this machine in its own process group, killed with its group at the
+    time limit; output bounded (MAX_OUTPUT, keep="head" or "tail"); `stdin`, when given, is
+    written to it (from a thread, so a program that answers before reading all of it cannot
+    block us)."""
+    args = tuple(argv)
+    full_env = dict(os.environ)
+    for key, value in (env or {}).items():
+        if value is None:
+            full_env.pop(key, None)
+        else:
+            full_env[key] = value
+    # Commands run with C messages so parsers see the words they expect.
+    full_env.setdefault("LC_ALL", "C")
+    started = time.monotonic()
+    if timeout <= 0:
+        return CommandResult(args, None, seconds=0.0, timed_out=True)
+    try:
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=full_env,
+            start_new_session=True,  # its own process group, so a timeout can kill all of it
+        )
+    except FileNotFoundError:
+        return CommandResult(args, None, seconds=time.monotonic() - started, error="not found")
+    except PermissionError:
+        return CommandResult(args, None, seconds=time.monotonic() - started, error="permission denied")
+    except OSError as exc:
+        return CommandResult(args, None, seconds=time.monotonic() - started, error=exc.strerror or str(exc))
+    _RUNNING.add(proc.pid)
+    if stdin is not None:
+        _feed(proc, stdin)
+    out, err = _Kept(MAX_OUTPUT, keep), _Kept(MAX_OUTPUT, "head")
+    try:
+        # Read as it comes, never all of it at once: 1 GB of dmesg cost 6 GB of memory.
+        finished = _drain(proc, out, err, started + timeout)
+        if finished == "cap":
+            _kill_group(proc)  # its start is what we keep: no need to let it go on
+            _drain(proc, out, err, time.monotonic() + 1.0)
+        elif finished == "timeout":
+            _kill_group(proc)
+            # A grandchild that left the group may still hold the pipes; do not wait long on it.
+            _drain(proc, out, err, time.monotonic() + 1.0)
+        rc = _reap(proc, started + timeout if finished == "eof" else time.monotonic() + 1.0)
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+    finally:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        _RUNNING.discard(proc.pid)
+    _kill_group(proc)  # leftovers of a command that exited but left children behind
+    truncated = out.truncated or err.truncated
+    stdout, stderr = out.value(), err.value()
+    if rc is None or finished == "timeout":
+        return CommandResult(args, None, stdout, stderr, time.monotonic() - started, timed_out=True,
+                             truncated=truncated)
+    return CommandResult(args, rc, stdout, stderr, time.monotonic() - started, truncated=truncated)
+
+
+def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    import threading
+
+    def write() -> None:
+        pipe = proc.stdin
+        if pipe is None:
+            return
+        with contextlib.suppress(OSError, ValueError):  # it exited (or closed its stdin) first
+            pipe.write(data)
+        with contextlib.suppress(OSError, ValueError):
+            pipe.close()
+
+    threading.Thread(target=write, name="diagnose-stdin", daemon=True).start()
+
+
 class LocalHost(Host):
     """This machine."""
 
@@ -308,58 +409,7 @@ class LocalHost(Host):
 
     def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str | None] | None = None,
             keep: str = "head") -> CommandResult:
-        args = tuple(argv)
-        full_env = dict(os.environ)
-        for key, value in (env or {}).items():
-            if value is None:
-                full_env.pop(key, None)
-            else:
-                full_env[key] = value
-        # Commands run with C messages so parsers see the words they expect.
-        full_env.setdefault("LC_ALL", "C")
-        started = time.monotonic()
-        if timeout <= 0:
-            return CommandResult(args, None, seconds=0.0, timed_out=True)
-        try:
-            proc = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env,
-                start_new_session=True,  # its own process group, so a timeout can kill all of it
-            )
-        except FileNotFoundError:
-            return CommandResult(args, None, seconds=time.monotonic() - started, error="not found")
-        except PermissionError:
-            return CommandResult(args, None, seconds=time.monotonic() - started, error="permission denied")
-        except OSError as exc:
-            return CommandResult(args, None, seconds=time.monotonic() - started, error=exc.strerror or str(exc))
-        _RUNNING.add(proc.pid)
-        out, err = _Kept(MAX_OUTPUT, keep), _Kept(MAX_OUTPUT, "head")
-        try:
-            # Read as it comes, never all of it at once: 1 GB of dmesg cost 6 GB of memory.
-            finished = _drain(proc, out, err, started + timeout)
-            if finished == "cap":
-                _kill_group(proc)  # its start is what we keep: no need to let it go on
-                _drain(proc, out, err, time.monotonic() + 1.0)
-            elif finished == "timeout":
-                _kill_group(proc)
-                # A grandchild that left the group may still hold the pipes; do not wait long on it.
-                _drain(proc, out, err, time.monotonic() + 1.0)
-            rc = _reap(proc, started + timeout if finished == "eof" else time.monotonic() + 1.0)
-        except BaseException:
-            _kill_group(proc)
-            proc.wait()
-            raise
-        finally:
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-            _RUNNING.discard(proc.pid)
-        _kill_group(proc)  # leftovers of a command that exited but left children behind
-        truncated = out.truncated or err.truncated
-        stdout, stderr = out.value(), err.value()
-        if rc is None or finished == "timeout":
-            return CommandResult(args, None, stdout, stderr, time.monotonic() - started, timed_out=True,
-                                 truncated=truncated)
-        return CommandResult(args, rc, stdout, stderr, time.monotonic() - started, truncated=truncated)
+        return run_command(argv, timeout, env, keep)
 
     def stat(self, path: str) -> FileStat | None:
         try:

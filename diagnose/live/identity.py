@@ -99,7 +99,7 @@ def _found_basis(spec: RunSpec, path: str) -> str:
 def _stat(host: Host, path: str) -> Any:
     try:
         return host.stat(path)
-    except PermissionError:
+    except OSError:  # not ours to look at, or a remote host that stopped answering
         return None
 
 
@@ -237,8 +237,13 @@ def did_you_mean(spec: RunSpec, manifest: Manifest) -> list[tuple[str, str]]:
     """Existing run ids close to this one, each with where it shows: (flex7, 'train_flex7.log is here')."""
     from diagnose.evidence.parsers.tmux import parse_tmux
 
-    seen: dict[str, str] = {token: f"{os.path.relpath(path) if not os.path.relpath(path).startswith('..') else path} is here"
-                            for token, path in spec.nearby_ids.items()}
+    def shown(path: str) -> str:
+        if not spec.host.local:
+            return path
+        relative = os.path.relpath(path)
+        return relative if not relative.startswith("..") else path
+
+    seen: dict[str, str] = {token: f"{shown(path)} is here" for token, path in spec.nearby_ids.items()}
     if manifest.tmux is not None:
         for session in parse_tmux(manifest.tmux, None).sessions:
             seen.setdefault(session.name, f"tmux session {session.name} exists")

@@ -90,6 +90,11 @@ class RunSpec:
     launch_record_path: str | None = None
     record_python: str | None = None  # the interpreter a PATH lookup found at launch: reported, never run
     record_python_source: str = ""
+    # A remote host: the run's log patterns, for the line prefilter pushed to where the logs are
+    # (engine.scan.PatternSet of the log kind), the scan engine, and how long that search may take.
+    log_patterns: Any = None
+    scan_engine: str = "auto"
+    remote_scan_timeout: float = 300.0
 
     def launch_window(self) -> tuple[float | None, float | None]:
         """The run's own span, unpadded: first log line (else the hint) to the last write (None: open)."""
@@ -107,15 +112,23 @@ class RunSpec:
 
 
 def render(template: str, values: Mapping[str, str]) -> str:
-    return os.path.expanduser(template.format_map(dict(values)))
+    text = template.format_map(dict(values))
+    if text == "~" or text.startswith("~/"):
+        return values["home"] + text[1:]  # the home of the run's host (a remote one's too)
+    return os.path.expanduser(text)
 
 
 def template_values(run_id: str, host: Host) -> dict[str, str]:
+    """{run} {home} {user} {host}: of the machine the run lives on."""
+    if not host.local:
+        user = getattr(host, "user", None)
+        return {"run": run_id, "home": host.home(), "user": user() if callable(user) else str(host.uid()),
+                "host": host.name}
     try:
-        user = getpass.getuser()
+        user_name = getpass.getuser()
     except Exception:
-        user = str(host.uid())
-    return {"run": run_id, "home": os.path.expanduser("~"), "user": user, "host": socket.gethostname()}
+        user_name = str(host.uid())
+    return {"run": run_id, "home": os.path.expanduser("~"), "user": user_name, "host": socket.gethostname()}
 
 
 def check_run_id(run_id: str) -> None:

@@ -97,12 +97,17 @@ def _case_variants(ch: str) -> set[str]:
     return variants
 
 
+_REGEX_SPACE = "\t\n\x0b\x0c\r "  # the ASCII characters `regex` matches with \s
+
+
 def _category_has(category: str, ch: str) -> bool:
     if category.endswith("DIGIT"):
         has = ch.isdigit() and ch.isascii() if "NOT" not in category else not (ch.isdigit() and ch.isascii())
         return has
     if category.endswith("SPACE"):
-        return ch.isspace() if "NOT" not in category else not ch.isspace()
+        # Exactly `regex`'s: it does not count \x1c-\x1f as space (str.isspace does), and a
+        # negated class ([^\d\s]) is only a superset if what it negates is not widened.
+        return ch in _REGEX_SPACE if "NOT" not in category else ch not in _REGEX_SPACE
     if category.endswith("WORD"):
         word = ch.isalnum() or ch == "_"
         return word if "NOT" not in category else not word
@@ -110,9 +115,37 @@ def _category_has(category: str, ch: str) -> bool:
 
 
 class _Writer:
+    """Writes parsed items as a `regex`/hyperscan bytes pattern; ere.py's writer changes only
+    the spelling (the hooks below), never what is matched."""
+
+    OPEN = "(?:"  # a group that captures nothing
+    NEVER = "(?!)"  # matches nowhere (a class with no member)
+    ANY_RUN = "[^\\n]*"  # a backreference to a group we did not write
+
     def __init__(self, anchors: Anchors) -> None:
         self.anchors = anchors
         self.groups: dict[int, str] = {}
+
+    def char(self, code: int) -> str:
+        """One byte, matched exactly."""
+        return _byte(code)
+
+    def klass(self, codes: set[int]) -> str:
+        """Any one of these bytes (0-255)."""
+        return f"[{_ranges(codes)}]" if codes else self.NEVER
+
+    def nonascii(self) -> str:
+        """One decoded non-ASCII character: 1-4 bytes >= 0x80."""
+        return _NONASCII_CHAR
+
+    def utf8(self, ch: str) -> str:
+        """A non-ASCII character as its UTF-8 bytes."""
+        return "".join(f"\\x{b:02x}" for b in ch.encode("utf-8"))
+
+    def repeat(self, body: str, lo: int, hi: int) -> str:
+        if hi == MAXREPEAT:
+            return body + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
+        return body + (f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
 
     def seq(self, items: Any, flags: int) -> str:
         return "".join(self.item(op, arg, flags) for op, arg in items)
@@ -122,15 +155,15 @@ class _Writer:
     def literal(self, code: int, flags: int) -> str:
         ch = chr(code)
         if ch == _REPLACEMENT:
-            return _NONASCII_CHAR  # what invalid UTF-8 decodes to: 1-3 bytes >= 0x80, not EF BF BD
+            return self.nonascii()  # what invalid UTF-8 decodes to: 1-3 bytes >= 0x80, not EF BF BD
         chars = _case_variants(ch) if flags & _IGNORECASE else {ch}
         ascii_codes = {ord(c) for c in chars if c.isascii()}
         wide = [c for c in chars if not c.isascii()]
         parts = []
         if ascii_codes:
-            parts.append(_byte(next(iter(ascii_codes))) if len(ascii_codes) == 1 else f"[{_ranges(ascii_codes)}]")
-        parts.extend("".join(f"\\x{b:02x}" for b in c.encode("utf-8")) for c in sorted(wide))
-        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+            parts.append(self.char(next(iter(ascii_codes))) if len(ascii_codes) == 1 else self.klass(ascii_codes))
+        parts.extend(self.utf8(c) for c in sorted(wide))
+        return parts[0] if len(parts) == 1 else self.OPEN + "|".join(parts) + ")"
 
     def members(self, items: Any, flags: int) -> tuple[set[int], bool]:
         """(ASCII codes the class matches, whether it may match a non-ASCII character)."""
@@ -179,11 +212,11 @@ class _Writer:
             codes, wide = self.members(arg, flags)
         if repeated:
             codes = codes | (set(range(0x80, 0x100)) if wide else set())
-            return f"[{_ranges(codes)}]" if codes else "(?!)"
-        ascii_part = f"[{_ranges(codes)}]" if codes else ""
+            return self.klass(codes)
+        ascii_part = self.klass(codes) if codes else ""
         if not wide:
-            return ascii_part or "(?!)"
-        return f"(?:{ascii_part}|{_NONASCII_CHAR})" if ascii_part else _NONASCII_CHAR
+            return ascii_part or self.NEVER
+        return f"{self.OPEN}{ascii_part}|{self.nonascii()})" if ascii_part else self.nonascii()
 
     # -- structure
 
@@ -199,23 +232,21 @@ class _Writer:
             if unbounded and len(sub_items) == 1 and str(sub_items[0][0]) in _SINGLE and str(sub_items[0][0]) != "LITERAL":
                 body = self.one_char(sub_items[0][0], sub_items[0][1], flags, repeated=True)
             else:
-                body = "(?:" + self.seq(sub_items, flags) + ")"
-            if unbounded:
-                return body + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
-            return body + (f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
+                body = self.OPEN + self.seq(sub_items, flags) + ")"
+            return self.repeat(body, lo, hi)
         if name == "SUBPATTERN":
             group, add_flags, del_flags, sub = arg
             inner = (flags | int(add_flags)) & ~int(del_flags)
             if inner & _VERBOSE:
                 raise Unsupported("verbose flag")
-            text = "(?:" + self.seq(sub, inner) + ")"
+            text = self.OPEN + self.seq(sub, inner) + ")"
             if group is not None:
                 self.groups[int(group)] = text
             return text
         if name == "ATOMIC_GROUP":
-            return "(?:" + self.seq(arg, flags) + ")"
+            return self.OPEN + self.seq(arg, flags) + ")"
         if name == "BRANCH":
-            return "(?:" + "|".join(self.seq(branch, flags) for branch in arg[1]) + ")"
+            return self.OPEN + "|".join(self.seq(branch, flags) for branch in arg[1]) + ")"
         if name == "AT":
             at = str(arg)
             if at in ("AT_BEGINNING", "AT_BEGINNING_STRING", "AT_BEGINNING_LINE"):
@@ -229,10 +260,10 @@ class _Writer:
         if name in ("ASSERT", "ASSERT_NOT"):
             return ""
         if name == "GROUPREF":
-            return self.groups.get(int(arg), "[^\\n]*")
+            return self.groups.get(int(arg), self.ANY_RUN)
         if name == "GROUPREF_EXISTS":
             _cond, yes, no = arg
-            return "(?:" + self.seq(yes, flags) + "|" + (self.seq(no, flags) if no is not None else "") + ")"
+            return self.OPEN + self.seq(yes, flags) + "|" + (self.seq(no, flags) if no is not None else "") + ")"
         raise Unsupported(f"construct {name}")
 
 
@@ -241,6 +272,19 @@ _NAMED_GROUP = re.compile(r"\(\?<(?![=!])")
 
 def prefilter(pattern: str, anchors: Anchors) -> bytes:
     """A bytes pattern that matches wherever `pattern` matches a line (see the module doc).
+
+    Raises Unsupported when Python's parser cannot read the pattern as `regex` does."""
+    items, flags = prepared(pattern)
+    text = _Writer(anchors).seq(items, flags)
+    if not text:
+        raise Unsupported("nothing left to search for")
+    return text.encode("ascii")
+
+
+def prepared(pattern: str) -> tuple[list[Any], int]:
+    """The pattern parsed (Python's parser), with its flags, trimmed to the part between its
+    first and last literal text where that part still holds a text worth finding: what every
+    superset writer (this module's, the ERE one of ere.py) writes out.
 
     Raises Unsupported when Python's parser cannot read the pattern as `regex` does."""
     try:
@@ -264,10 +308,7 @@ def prefilter(pattern: str, anchors: Anchors) -> bytes:
         found = _required(trimmed, flags) if trimmed is not items else None
         if found is not None and _score(found)[0] >= _MIN_TRIMMED:
             items = trimmed
-    text = _Writer(anchors).seq(items, flags)
-    if not text:
-        raise Unsupported("nothing left to search for")
-    return text.encode("ascii")
+    return items, flags
 
 
 _REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")

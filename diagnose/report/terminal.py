@@ -181,6 +181,9 @@ def _identity(page: _Page, diagnosis: Diagnosis) -> None:
     stats = diagnosis.stats
     page.field("scanned", [(f"{stats.get('rules', '?')} rules · {stats.get('files_scanned', 0)} file(s) · "
                             f"{stats.get('lines_scanned', 0):,} lines in {stats.get('seconds', 0)} s", "dim")])
+    remote = _remote(stats.get("remote"))
+    if remote:
+        page.field("remote", [(remote, "dim")])
 
 
 def _facts(page: _Page, diagnosis: Diagnosis) -> None:
@@ -314,6 +317,25 @@ def _host_events(page: _Page, heading: str, causes: list[Cause]) -> None:
         if cause.basis:
             page.para([(cause.basis, "dim")], first="    ")
     page.blank()
+
+
+def _remote(remote: object) -> str | None:
+    """`root@10.1.2.6 (pct exec 200 --): 2.0 GB of logs searched there, 1.2 MB came over (0.06 %)`."""
+    if not isinstance(remote, dict):
+        return None
+    prefix = " ".join(str(word) for word in remote.get("exec") or [])
+    where = f"{remote.get('host')}" + (f" ({prefix})" if prefix else "")
+    read, sent = int(remote.get("bytes_read_remotely") or 0), int(remote.get("bytes_transferred") or 0)
+    share = remote.get("percent_transferred")
+    return (f"{where}: {_size(read)} of logs searched there, {_size(sent)} came over the connection"
+            + (f" ({share} %)" if share is not None else ""))
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"
 
 
 def _verdict(page: _Page, diagnosis: Diagnosis, serious: list[Cause]) -> None:

@@ -146,8 +146,14 @@ def oom_kill_in_own_memcg(tag: str, limit: int = 64 << 20) -> OomKill:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark, at collection, the stories that need a capability this machine lacks, with the reason."""
+    from tests.support.remote import NS_REASON, SSHD_REASON, have_namespaces, have_sshd
+
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
+        if not have_sshd() and "sshd" in names:
+            item.add_marker(pytest.mark.skip(reason=SSHD_REASON))
+        if not have_namespaces() and "container" in names:
+            item.add_marker(pytest.mark.skip(reason=NS_REASON))
         if not HAVE_MEMCG and names & {"unrelated_oom_kill", "memcg"}:
             item.add_marker(pytest.mark.skip(reason=MEMCG_REASON))
         if shutil.which("tmux") is None and "tmpdir_tmux" in names:
@@ -391,3 +397,34 @@ def launches(tmp_path: Path) -> Iterator[Launches]:
         yield helper
     finally:
         helper.close()
+
+
+# ---------------------------------------------------------------- remote runs (tests/live/test_remote_*.py)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real sshd on a free loopback port, with generated host and user keys, a known_hosts
+    file and an ssh client config (never the real ~/.ssh); stopped after the module."""
+    from tests.support.remote import SSHD_REASON, Sshd, have_sshd
+
+    if not have_sshd():
+        pytest.skip(SSHD_REASON)
+    server = Sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def container(tmp_path: Path) -> Iterator[Any]:
+    """A container stand-in (pid and mount namespaces, its own /tmp) whose workspace, seen at
+    /mnt/workspace inside, is tmp_path/workspace here; `container.exec_prefix` reaches it."""
+    from tests.support.remote import NS_REASON, Container, have_namespaces
+
+    if not have_namespaces():
+        pytest.skip(NS_REASON)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    box = Container(tmp_path / "ct", workspace)
+    yield box
+    box.stop()

@@ -95,6 +95,18 @@ class CollectorInfo:
     timeout: float  # default limit, seconds
 
 
+def display_path(path: str, local: bool = True) -> str:
+    """How reports name a file of the run: relative to the current folder when inside it (a
+    remote host's paths are shown as they are there)."""
+    if not local:
+        return path
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return path
+    return relative if not relative.startswith("..") else path
+
+
 def bundle_name(prefix: str, path: str) -> str:
     """A bundle path that keeps the file's own path (so two rank0.log never collide)."""
     clean = os.path.normpath(path).lstrip(os.sep).replace(os.sep, "/")

@@ -78,7 +78,10 @@ def collect(ctx: Context) -> Output:
             if st is None:
                 tried.append(f"{path}: not found")
                 continue
-            data = host.read_bytes(path, KERN_LOG_TAIL, offset=-KERN_LOG_TAIL if st.size > KERN_LOG_TAIL else 0)
+            if host.local:
+                data = host.read_bytes(path, KERN_LOG_TAIL, offset=-KERN_LOG_TAIL if st.size > KERN_LOG_TAIL else 0)
+            else:
+                data = _remote_kernel_lines(ctx, path)
         except PermissionError:
             tried.append(f"{path}: permission denied")
             denied = True
@@ -97,6 +100,18 @@ def collect(ctx: Context) -> Output:
     out = Output(status="timeout" if timed_out and not denied else "gap", reason=f"{head} ({'; '.join(tried)})")
     out.run["boot_time"] = boot
     return out
+
+
+def _remote_kernel_lines(ctx: Context, path: str) -> bytes:
+    """The kernel lines of a syslog file's end, filtered where it is: only they cross the
+    connection (the file's end is read there as here: its last KERN_LOG_TAIL bytes)."""
+    result = ctx.run(["sh", "-c", 'tail -c "$1" -- "$2" | grep -a -F " kernel: "; exit 0', "sh", str(KERN_LOG_TAIL), path],
+                     cap=ctx.remaining() * 0.5)
+    if result.timed_out:
+        raise OSError(f"reading it timed out after {result.seconds:.0f} s")
+    if result.error:
+        raise OSError(result.error)
+    return result.stdout
 
 
 def _tmux_started(ctx: Context) -> float | None:

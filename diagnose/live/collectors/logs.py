@@ -13,12 +13,12 @@ import os
 import re
 from pathlib import Path
 
-from diagnose.evidence.assemble import display_path
 from diagnose.evidence.facts import ExpectedFile
 from diagnose.evidence.model import FileKind, Gap
 from diagnose.evidence.sniff import rank_from_path, sniff
 from diagnose.evidence.textio import HEAD_BYTES, looks_binary, why_unreadable
-from diagnose.live.collectors.base import Captured, Context, Output, bundle_name
+from diagnose.live.collectors.base import Captured, Context, Output, bundle_name, display_path
+from diagnose.live.hosts import FileStat
 
 SIBLINGS = 5
 WANDB_FILES = (("logs/debug-internal.log", FileKind.LOG), ("files/wandb-summary.json", FileKind.WANDB_SUMMARY))
@@ -61,7 +61,7 @@ def collect(ctx: Context) -> Output:
 
 def _file(ctx: Context, path: str, kind: FileKind | None, out: Output) -> Captured | None:
     host = ctx.host
-    display = display_path(path)
+    display = display_path(path, host.local)
     try:
         st = host.stat(path)
         if st is None:
@@ -83,8 +83,32 @@ def _file(ctx: Context, path: str, kind: FileKind | None, out: Output) -> Captur
         kind = sniff(Path(path), head) if head else FileKind.LOG
         if kind not in (FileKind.LOG, FileKind.DMESG, FileKind.ELASTIC_ERROR):
             kind = FileKind.LOG  # a log of the run that happens to start like a package list is still its log
-    return Captured(kind, bundle_name("logs", path), host.local_path(path), display, rank_from_path(Path(path)),
-                    st.mtime, st.size)
+    rank = rank_from_path(Path(path))
+    if host.local:
+        return Captured(kind, bundle_name("logs", path), host.local_path(path), display, rank, st.mtime, st.size)
+    return _remote(ctx, path, kind, display, rank, st, out)
+
+
+def _remote(ctx: Context, path: str, kind: FileKind, display: str, rank: int | None, st: FileStat,
+            out: Output) -> Captured | None:
+    """A remote log: searched where it is, only candidate lines fetched (remotescan); a small
+    file (a torchelastic error file) is fetched whole."""
+    from diagnose.live.remotehost import SshHost
+    from diagnose.live.remotescan import RemoteScanError, fetch_log
+
+    host = ctx.host
+    bundle_path = bundle_name("logs", path)
+    if kind is FileKind.ELASTIC_ERROR or not isinstance(host, SshHost):
+        return Captured(kind, bundle_path, host.local_path(path), display, rank, st.mtime, st.size)
+    try:
+        excerpt = fetch_log(host, path, st.size, ctx.spec.log_patterns, ctx.spec.scan_engine,
+                            display, rank, st.mtime, ctx.scratch / "remote", ctx.deadline)
+    except RemoteScanError as exc:
+        out.gaps.append(Gap("logs", f"{display}: {exc}"))
+        return None
+    out.notes.extend(excerpt.notes)
+    out.run.setdefault("remote_files", {})[bundle_path] = {"path": path, **excerpt.stats}
+    return Captured(kind, bundle_path, excerpt.path, display, rank, st.mtime, st.size)
 
 
 def _expected(ctx: Context, pattern: str) -> dict[str, object]:

@@ -21,9 +21,8 @@ import os
 import re
 import stat
 
-from diagnose.evidence.assemble import display_path
 from diagnose.evidence.model import FileKind
-from diagnose.live.collectors.base import Captured, Context, Output
+from diagnose.live.collectors.base import Captured, Context, Output, display_path
 from diagnose.live.hosts import ProcessInfo
 
 # Runs in the run's interpreter under -I -S; JSON like `pip list --format=json`.
@@ -95,7 +94,7 @@ def collect(ctx: Context) -> Output:
             st = None
         if st is not None and st.is_file:
             out = Output(files=[Captured(FileKind.PACKAGES, "env/requirements.txt", ctx.host.local_path(requirements),
-                                         display_path(requirements), None, st.mtime, st.size)], run=run_info)
+                                         display_path(requirements, ctx.host.local), None, st.mtime, st.size)], run=run_info)
             out.notes.extend(notes)
             out.notes.append("package versions from wandb's requirements.txt" + (": " + "; ".join(problems) if problems else ""))
             return out
@@ -259,23 +258,20 @@ def _read_dist_info(ctx: Context, folder: str) -> list[dict[str, str]]:
     """Name and version of each *.dist-info (or *.egg-info) in a site-packages folder."""
     host = ctx.host
     seen: dict[str, dict[str, str]] = {}
-    names = [n for n in host.listdir(folder) if n.endswith((".dist-info", ".egg-info"))][:MAX_DISTS]
-    for name in sorted(names):
-        if ctx.remaining() <= 0:
-            break
-        for meta in ("METADATA", "PKG-INFO"):
-            path = os.path.join(folder, name, meta)
-            try:
-                st = host.stat(path)
-                if st is None or not st.is_file:  # never open a FIFO or device planted as METADATA
-                    continue
-                head = host.read_bytes(path, 8192).decode("utf-8", errors="replace")
-            except OSError:
-                continue
-            dist, version = _headers(head)
-            if dist and version and dist.lower() not in seen:
-                seen[dist.lower()] = {"name": dist, "version": version}
-            break
+    names = sorted(n for n in host.listdir(folder) if n.endswith((".dist-info", ".egg-info")))[:MAX_DISTS]
+    # All METADATA files in one go (one command on a remote host), then PKG-INFO where there was none;
+    # read_heads opens regular files only, never a FIFO or device planted as METADATA.
+    heads = host.read_heads([os.path.join(folder, name, "METADATA") for name in names], 8192)
+    rest = [name for name in names if os.path.join(folder, name, "METADATA") not in heads]
+    if rest and ctx.remaining() > 0:
+        heads.update(host.read_heads([os.path.join(folder, name, "PKG-INFO") for name in rest], 8192))
+    for name in names:
+        head = heads.get(os.path.join(folder, name, "METADATA"), heads.get(os.path.join(folder, name, "PKG-INFO")))
+        if head is None:
+            continue
+        dist, version = _headers(head.decode("utf-8", errors="replace"))
+        if dist and version and dist.lower() not in seen:
+            seen[dist.lower()] = {"name": dist, "version": version}
     return sorted(seen.values(), key=lambda e: e["name"].lower())
 
 

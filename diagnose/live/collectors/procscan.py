@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from diagnose.evidence.facts import RunProcess
 from diagnose.evidence.model import Gap
 from diagnose.live.collectors.base import Context
-from diagnose.live.hosts import Host, ProcessInfo
+from diagnose.live.hosts import Host, ProcessInfo, ProcStat
 from diagnose.live.runs import RunSpec, run_name_pattern
 
 # Programs that name the run without being it: the multiplexer hosting it, pagers and tails
@@ -102,9 +102,9 @@ def scan_run(ctx: Context, found: Sequence[ProcessInfo], how: str, reasons: dict
         chosen.setdefault(pid, reason)
     scan = Scan()
     alive = [by_pid[pid] for pid in sorted(chosen) if pid in by_pid][:MAX_PROCESSES]
-    cpu = _cpu_sample(ctx, [p.pid for p in alive])
+    cpu, latest = _cpu_sample(ctx, [p.pid for p in alive])
     for proc in alive:
-        stat = host.proc_stat(proc.pid)
+        stat = latest.get(proc.pid)
         scan.processes.append(RunProcess(
             proc.pid, proc.ppid, proc.comm, " ".join(proc.cmdline)[:2000], stat is not None and stat.state != "Z",
             chosen[proc.pid], host.proc_cgroup(proc.pid), proc.start_time, stat.state if stat else None, cpu.get(proc.pid)))
@@ -134,6 +134,8 @@ def _ours(host: Host, by_pid: dict[int, ProcessInfo]) -> set[int]:
 
 def _log_paths(spec: RunSpec) -> set[str]:
     paths = set(spec.logs) | set(spec.expected_logs or ())
+    if not spec.host.local:
+        return paths  # realpath would follow this machine's links, not the host's
     return {os.path.realpath(p) for p in paths} | paths
 
 
@@ -192,22 +194,24 @@ def _descendants(roots: dict[int, str], table: Iterable[ProcessInfo], eligible: 
     return found
 
 
-def _cpu_sample(ctx: Context, pids: Sequence[int]) -> dict[int, float]:
-    """CPU use (% of one core) of each process over a short sample."""
+def _cpu_sample(ctx: Context, pids: Sequence[int]) -> tuple[dict[int, float], dict[int, ProcStat]]:
+    """CPU use (% of one core) of each process over a short sample, and the second reading
+    (state letters as of now). Each reading is one host call: one command on a remote host."""
     host = ctx.host
     if not pids:
-        return {}
-    before = {pid: host.proc_stat(pid) for pid in pids}
+        return {}, {}
+    before = host.proc_stats(pids)
     started = time.monotonic()
     time.sleep(max(0.0, min(CPU_SAMPLE, ctx.remaining() / 4)))
+    after = host.proc_stats(pids)
     elapsed = time.monotonic() - started
     result: dict[int, float] = {}
     for pid in pids:
-        first, second = before.get(pid), host.proc_stat(pid)
+        first, second = before.get(pid), after.get(pid)
         if first is None or second is None or elapsed <= 0:
             continue
         result[pid] = round(100.0 * (second.cpu_ticks - first.cpu_ticks) / second.ticks_per_s / elapsed, 1)
-    return result
+    return result, after
 
 
 def _printed_pids(spec: RunSpec, host: Host, live: set[int]) -> list[RunProcess]:
@@ -248,10 +252,12 @@ def _is_python(proc: ProcessInfo) -> bool:
 
 def _stacks(ctx: Context, scan: Scan, by_pid: dict[int, ProcessInfo]) -> None:
     """py-spy dump of each stalled Python process of the run (at most a few)."""
-    if not ctx.host.local:
-        return
     wanted = [i for i, p in enumerate(scan.processes) if _stalled(ctx, p) and p.pid in by_pid and _is_python(by_pid[p.pid])]
     if not wanted:
+        return
+    if not ctx.host.local:  # our py-spy is this machine's; one found there would be a program the host names
+        pids = ", ".join(str(scan.processes[i].pid) for i in wanted[:MAX_STACKS])
+        scan.gaps.append(Gap("process", f"py-spy: not run on a remote host; no stack of stalled pid(s) {pids}"))
         return
     tool = py_spy()
     for index in wanted[:MAX_STACKS]:

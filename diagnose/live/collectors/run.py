@@ -104,6 +104,8 @@ class _Progress:
 def _run_one(info: CollectorInfo, ctx: Context, results: dict[str, Output], done: threading.Event) -> None:
     try:
         results[info.name] = info.collect(ctx)
+    except (ConnectionError, TimeoutError) as exc:  # a remote host that dropped or stopped answering
+        results[info.name] = gap(exc.strerror or str(exc), status="timeout" if isinstance(exc, TimeoutError) else "gap")
     except Exception as exc:  # a collector bug must cost only its own evidence
         results[info.name] = gap(f"failed: {type(exc).__name__}: {exc}", status="error")
     finally:
@@ -125,6 +127,9 @@ def collect_run(spec: RunSpec, progress: bool = False, collectors: Sequence[Coll
             statuses[info.name] = CollectorStatus("skipped", reason="skipped by the config ([collect] skip)")
             continue
         limit = min(spec.timeout or info.timeout, spec.budget)
+        if info.name == "logs" and not spec.host.local:
+            # A remote log is searched where it lives (grep over gigabytes), not read here.
+            limit = max(limit, spec.remote_scan_timeout)
         ctx = Context(info.name, spec, scratch, limit)
         event = threading.Event()
         thread = threading.Thread(target=_run_one, args=(info, ctx, results, event), name=f"collect-{info.name}", daemon=True)
@@ -187,6 +192,12 @@ def collect_run(spec: RunSpec, progress: bool = False, collectors: Sequence[Coll
         **run_info,
         "notes": notes,
     }
+    remote_files = manifest.run.pop("remote_files", None)
+    describe = getattr(spec.host, "describe", None)
+    if not spec.host.local and callable(describe):
+        # Where the run was and how it was reached: a bundle of it says so, and the report's
+        # stats show what was read there against what crossed the connection.
+        manifest.run["remote"] = {**describe(), "files": remote_files or {}}
     from diagnose.live.identity import build_identity
 
     identity = build_identity(spec, manifest, started_wall)
