@@ -17,8 +17,8 @@ from diagnose.engine import scan
 from diagnose.engine.scan import PatternSet, Scanner
 from diagnose.evidence.model import TextFile, TextKind
 from diagnose.patterns import ere
-from tests.support.scan import real_logs, rule_pack_patterns
 from tests.engine.test_scan_prefilter import TRICKY, _bytes_of
+from tests.support.scan import real_logs, rule_pack_patterns
 
 pytestmark = pytest.mark.skipif(shutil.which("grep") is None, reason="needs GNU grep")
 
