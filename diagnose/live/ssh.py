@@ -209,8 +209,11 @@ class Connection:
 
     def _base(self) -> list[str]:
         remote = self.remote
+        # Given first, these win over the user's config (ssh keeps the first value it sees): a
+        # RemoteCommand or forwardings set there for the host would break (or bind ports for) us.
         argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, round(remote.connect_timeout))}",
-                "-o", f"ControlPath={self.socket}", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
+                "-o", f"ControlPath={self.socket}", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+                "-o", "RemoteCommand=none", "-o", "ClearAllForwardings=yes", "-o", "PermitLocalCommand=no"]
         if remote.config_file:
             argv += ["-F", remote.config_file]
         for option in remote.options:

@@ -158,3 +158,19 @@ def test_control_master_killed_mid_collection_becomes_gaps(tmp_path, sshd, conta
     reasons = " ".join(g["reason"] for g in data["gaps"])  # type: ignore[index, union-attr]
     assert "lost" in reasons, data["gaps"]
     assert ssh_masters(sshd.port) == []
+
+
+def test_a_users_remote_command_and_forwardings_do_not_get_in_the_way(tmp_path, sshd, container):
+    """~/.ssh/config may set RemoteCommand, LocalForward, PermitLocalCommand for the host: the
+    connection of diagnose runs its own commands and binds no port."""
+    port = free_port()
+    config = sshd.client_config_with("busy", extra=f"  RemoteCommand touch /tmp/diagnose-pwned-rc\n"
+                                                   f"  LocalForward 127.0.0.1:{port} 127.0.0.1:{sshd.port}\n"
+                                                   "  PermitLocalCommand yes\n  LocalCommand touch /tmp/diagnose-pwned-lc\n")
+    (container.workspace / "train_flex7.log").write_text("2026-11-30 04:36:47,572 INFO train: step 1 loss 2.30\n")
+    result = run_cli(["flex7", "--host", sshd.target, "--exec", container.exec_prefix, "--config",
+                      str(toml(tmp_path, config, f'[run]\ndir = "{INSIDE}"\n')), "--format", "json"], cwd=tmp_path)
+    assert result.returncode in (0, 1), result.stderr
+    assert json.loads(result.stdout)["run"]["logs"][0]["path"] == f"{INSIDE}/train_flex7.log"
+    assert not Path("/tmp/diagnose-pwned-rc").exists() and not Path("/tmp/diagnose-pwned-lc").exists()
+    assert container.run("test", "-e", "/tmp/diagnose-pwned-rc", check=False).returncode != 0

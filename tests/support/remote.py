@@ -116,10 +116,10 @@ class Sshd:
     def target(self) -> str:
         return f"root@{self.address}:{self.port}"
 
-    def client_config_with(self, name: str, key: Path | None = None, known: Path | None = None) -> Path:
-        """Another client config: another key, another known_hosts (for the failure cases)."""
+    def client_config_with(self, name: str, key: Path | None = None, known: Path | None = None, extra: str = "") -> Path:
+        """Another client config: another key, another known_hosts, more options for the host."""
         path = self.folder / name
-        path.write_text(self._client(key or self.user_key, known or self.known_hosts))
+        path.write_text(self._client(key or self.user_key, known or self.known_hosts) + extra)
         return path
 
     def toml(self, exec_prefix: str | None = None, extra: str = "", client_config: Path | None = None) -> str:
