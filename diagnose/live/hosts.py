@@ -522,15 +522,7 @@ class LocalHost(Host):
                     stat_line = handle.read().decode("utf-8", errors="replace")
             except OSError:
                 continue  # gone meanwhile
-            # comm may hold spaces and parentheses: split at the last ')'.
-            left, _, right = stat_line.rpartition(")")
-            comm = left.partition("(")[2]
-            fields = right.split()
-            try:
-                ppid = int(fields[1])
-                start = boot + int(fields[19]) / ticks if boot is not None else None
-            except (IndexError, ValueError):
-                ppid, start = 0, None
+            comm, ppid, start = parse_stat(stat_line, boot, ticks)
             cwd = exe = None
             try:
                 cwd = os.readlink(f"{base}/cwd")
@@ -600,3 +592,15 @@ class LocalHost(Host):
             return pwd.getpwuid(os.getuid()).pw_dir
         except KeyError:
             return os.path.expanduser("~")
+
+
+def parse_stat(line: str, boot: float | None, ticks: int) -> tuple[str, int, float | None]:
+    """(comm, ppid, start time) of a /proc/PID/stat line, here or read on another host. comm may
+    hold spaces and parentheses: the line is split at its last ')'."""
+    left, _, right = line.rpartition(")")
+    comm = left.partition("(")[2]
+    fields = right.split()
+    try:
+        return comm, int(fields[1]), boot + int(fields[19]) / ticks if boot is not None else None
+    except (IndexError, ValueError):
+        return comm, 0, None

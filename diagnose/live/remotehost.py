@@ -29,7 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.errors import DiagnoseError
-from diagnose.live.hosts import MAX_OUTPUT, CommandResult, FileStat, Host, ProcessInfo, ProcStat, cgroup_of
+from diagnose.live.hosts import (
+    MAX_OUTPUT,
+    CommandResult,
+    FileStat,
+    Host,
+    ProcessInfo,
+    ProcStat,
+    cgroup_of,
+    parse_stat,
+)
 from diagnose.live.ssh import Connection, ConnectionLost, Remote, env_words, nonce
 
 OP_TIMEOUT = 20.0  # seconds one small remote operation may take
@@ -707,14 +716,7 @@ class SshHost(Host):
         ticks = int(self.info.get("ticks") or 100) if (self.info.get("ticks") or "").isdigit() else 100
         table: list[ProcessInfo] = []
         for pid, line in files["stat"].items():
-            left, _, right = line.rpartition(")")
-            comm = left.partition("(")[2]
-            fields = right.split()
-            try:
-                ppid = int(fields[1])
-                start = boot + int(fields[19]) / ticks if boot is not None else None
-            except (IndexError, ValueError):
-                ppid, start = 0, None
+            comm, ppid, start = parse_stat(line, boot, ticks)
             argv = tuple(part.decode("utf-8", errors="replace") for part in files["cmdline"].get(pid, []) if part)
             table.append(ProcessInfo(pid, ppid, argv, comm, files["cwd"].get(pid), files["exe"].get(pid), start))
         with self._lock:
