@@ -5,7 +5,7 @@
     python bench/remote_bench.py --size-mb 256 --runs 1 --links loopback
 
 What it does, and why it is fair:
-- a real sshd (tests/live/remote_support.py: generated keys, known_hosts and client config,
+- a real sshd (tests/support/remote.py: generated keys, known_hosts and client config,
   never ~/.ssh), reached as root@ADDR:PORT behind the fake-pct exec hop into a container
   stand-in (pid and mount namespaces), as `diagnose flex7 --host root@10.1.2.6 --exec 'pct
   exec 200 --'` reaches a Proxmox container; both tools go through the same ssh and prefix;
@@ -47,7 +47,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
 from bench import loggen  # noqa: E402
-from tests.live.remote_support import INSIDE, Container, Sshd  # noqa: E402
+from tests.support.remote import INSIDE, Container, Sshd  # noqa: E402
 
 NETNS = "diagnose-bench"
 VETH = ("dgbench0", "dgbench1")
