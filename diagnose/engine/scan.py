@@ -621,7 +621,7 @@ class Scanner:
                 continue
             moment = self._time(text, result.source, dates)
             if moment is None and is_log:
-                moment = _time_before(buf, line_start, dates, context)
+                moment = result.source.on_clock(_time_before(buf, line_start, dates, context))
             summary.add(LineHit(base_line + newlines, text, moment, rank, _captures(match), _span(match, shift)))
 
     @staticmethod
@@ -635,9 +635,10 @@ class Scanner:
             result.stopped[index] = (result.slow[index], line_no)
 
     def _time(self, text: str, source: TextFile, clock: LogClock) -> float | None:
+        """The line's time on the report's clock (its host's clock, less that host's offset)."""
         if self.kind is TextKind.DMESG:
-            return kernel_time(text, source.boot_time, clock.year or source.year, clock.not_after)
-        return log_time(text, clock.year, clock.not_after)
+            return source.on_clock(kernel_time(text, source.boot_time, clock.year or source.year, clock.not_after))
+        return source.on_clock(log_time(text, clock.year, clock.not_after))
 
     def _finish(self, result: FileScan, clock: LogClock) -> None:
         for by_rank in result.hits.values():

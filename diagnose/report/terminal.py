@@ -239,6 +239,40 @@ def _ranks(page: _Page, timeline: Timeline) -> None:
     page.blank()
 
 
+def _offset(seconds: float | None, rtt: float | None) -> str:
+    if seconds is None:
+        return "clock offset not measured"
+    return f"clock {seconds:+.3f} s" + (f" (±{rtt / 2:.3f})" if rtt is not None else "")
+
+
+def _ms(moment: float | None) -> str:
+    """To the millisecond: several nodes fail within a second of each other."""
+    if moment is None:
+        return "--:--:--"
+    return time.strftime("%H:%M:%S", time.localtime(moment)) + f".{int((moment % 1) * 1000):03d}"
+
+
+def _nodes(page: _Page, diagnosis: Diagnosis) -> None:
+    """Several nodes: whether each answered, its clock offset (applied to all its times) and GPU
+    state, its ranks' states; then the first failure across them, by node, rank and GPU."""
+    page.w.line([("Nodes", "bold"), ("  times on this machine's clock, each node's measured offset applied", "dim")])
+    for node in diagnosis.nodes:
+        label = ("*" if node.first_failure else "") + node.name
+        if node.status != "ok":
+            page.field(label, [(f"{node.status}: {node.reason or ''}", "yellow")])
+            continue
+        ranks = ", ".join(f"rank {r.rank if r.rank is not None else '?'} {r.state}" for r in node.ranks) or "no log of the run"
+        page.field(label, [(_offset(node.clock_offset, node.clock_rtt), "bold" if node.clock_offset else ""),
+                           (f"; {ranks}; {node.gpu if len(node.gpu) <= 60 else node.gpu[:59] + '…'}", "dim")])
+    first = diagnosis.first_failure
+    if first is not None:
+        gpu = f", GPU {first.gpu}" if first.gpu is not None else ""
+        who = f"rank {first.rank}" if first.rank is not None else "a process"
+        page.para([(f"first failure: {who} on {first.node or '?'}{gpu} at {_ms(first.time)}: ", "bold red"),
+                   (first.error, "")], first="  ", hang="    ", fold=True)
+    page.blank()
+
+
 def _mark_cell(mark: Mark | None, first: bool) -> list[Span]:
     if mark is None:
         return [("-", "dim")]
@@ -356,6 +390,8 @@ def write(diagnosis: Diagnosis, writer: Writer, verbose: bool = False) -> None:
     timeline = diagnosis.timeline
     if timeline is not None and timeline.multi():
         _ranks(page, timeline)
+    if diagnosis.nodes:
+        _nodes(page, diagnosis)
     serious, context, minor = partition(diagnosis)
     if not serious:
         page.w.line([("No cause found at warning or above.", "bold green")])
