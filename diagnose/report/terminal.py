@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, Protocol
 
 from diagnose.engine.findings import Cause, Diagnosis, Lane, Mark, Timeline
-from diagnose.evidence.model import EvidenceItem
+from diagnose.evidence.model import EvidenceItem, TextKind
 from diagnose.report._common import partition, state_words, verdict
 from diagnose.report._layout import Line, Span, cut, table, wrap
 from diagnose.vocab import Severity, relaunch_advice
@@ -138,10 +138,16 @@ def _identity(page: _Page, diagnosis: Diagnosis) -> None:
     identity = diagnosis.evidence.identity
     host = (identity.host if identity is not None else None) or run.host
     launcher = identity.launcher.kind if identity is not None and identity.launcher.kind != "unknown" else run.launcher
+    nodes = diagnosis.evidence.hosts or ()
+    if len(nodes) > 1:  # one node's identity is not the run's: the Nodes section tells each
+        answered = sum(1 for n in nodes if n.status == "ok")
+        host, identity = f"{answered} of {len(nodes)} nodes answered", None
+    else:
+        host = f"host {host}" if host else ""
     head: list[Span] = [(run.id, "bold")]
     if diagnosis.state:
         head += [("  ", ""), (state_words(diagnosis.state), STATE_STYLE.get(diagnosis.state, "bold"))]
-    facts = [f"host {host}" if host else "", f"launcher {launcher}" if launcher else "",
+    facts = [host, f"launcher {launcher}" if launcher else "",
              run.mode + (f" {', '.join(run.inputs)}" if run.inputs and run.mode != "live" else "")]
     for fact in filter(None, facts):
         head += [("  ·  ", "dim"), (fact, "")]
@@ -157,7 +163,13 @@ def _identity(page: _Page, diagnosis: Diagnosis) -> None:
             span += _clock(end) or "?"
         how = f" ({_duration(end - start)}; " if start is not None and end is not None else " ("
         page.field("window", [(span, ""), (f"{how}{start_source or '?'} → {end_source or '?'})", "dim")])
-    if identity is None:
+    if len(nodes) > 1:
+        logs = diagnosis.evidence.texts_of(TextKind.LOG)
+        for text in logs[:6]:
+            page.field("log", [(text.display, "cyan")])
+        if len(logs) > 6:
+            page.field("", [(f"… {len(logs) - 6} more logs", "dim")])
+    elif identity is None:
         _facts(page, diagnosis)
     else:
         for log in identity.logs[:4]:
@@ -181,7 +193,7 @@ def _identity(page: _Page, diagnosis: Diagnosis) -> None:
     stats = diagnosis.stats
     page.field("scanned", [(f"{stats.get('rules', '?')} rules · {stats.get('files_scanned', 0)} file(s) · "
                             f"{stats.get('lines_scanned', 0):,} lines in {stats.get('seconds', 0)} s", "dim")])
-    remote = _remote(stats.get("remote"))
+    remote = _remote(stats.get("remote")) if len(nodes) <= 1 else None
     if remote:
         page.field("remote", [(remote, "dim")])
 
@@ -362,7 +374,8 @@ def _remote(remote: object) -> str | None:
     read, sent = int(remote.get("bytes_read_remotely") or 0), int(remote.get("bytes_transferred") or 0)
     share = remote.get("percent_transferred")
     return (f"{where}: {_size(read)} of logs searched there, {_size(sent)} came over the connection"
-            + (f" ({share} %)" if share is not None else ""))
+            # the share only says something when the logs outweigh the rest (process table, kernel log)
+            + (f" ({share} %)" if isinstance(share, (int, float)) and share <= 100 else ""))
 
 
 def _size(count: int) -> str:

@@ -187,11 +187,11 @@ def test_bundles_collected_per_node_merge(cluster: dict[str, Path], tmp_path: Pa
     assert top["id"] == "unrecognised.crash" and {e["host"] for e in top["evidence"]} == {"node-b"}
 
 
-def test_hosts_naming_a_remote_node_needs_ssh(tmp_path: Path) -> None:
-    result = run_cli([RUN, "--hosts", "gpu-node-17", "--dir", str(tmp_path)])
+def test_a_remote_node_that_does_not_resolve_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """A name that is not this machine nor NAME=DIR is an ssh node; when no node answers, one line, exit 2."""
+    result = run_cli([RUN, "--hosts", "gpu-node-17.invalid", "--dir", str(tmp_path)])
     assert result.returncode == 2
-    assert "gpu-node-17: a remote node needs --host support (ssh)" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert result.stderr.strip() == "diagnose: error: no node answered: gpu-node-17.invalid: could not resolve the host name"
 
 
 def test_plain_bundles_of_one_machine_stay_apart(cluster: dict[str, Path], tmp_path: Path) -> None:
