@@ -107,8 +107,17 @@ def test_naming_nodes(tmp_path: Path) -> None:
     assert isinstance(host_for(socket.gethostname()), LocalHost)
     rooted = host_for(f"n1={tmp_path}")
     assert isinstance(rooted, RootedHost) and rooted.name == "n1"
-    with pytest.raises(DiagnoseError, match=r"gpu7: a remote node needs --host support \(ssh\)"):
-        host_for("gpu7")
+    from diagnose.live.fanout import SshNode
+
+    remote = host_for("root@gpu7:2222", {"exec": "pct exec 200 --", "connect_timeout": 4}, None)
+    assert isinstance(remote, SshNode) and remote.name == "root@gpu7:2222"  # connected later, in its worker
+    assert (remote.remote.target.host, remote.remote.target.port) == ("gpu7", 2222)
+    assert remote.remote.exec_prefix == ("pct", "exec", "200", "--") and remote.remote.connect_timeout == 4
+    assert host_for("gpu7", {"exec": "pct exec 200 --"}, "docker exec -i c1").remote.exec_prefix[:2] == ("docker", "exec")
+    with pytest.raises(DiagnoseError, match="not a host name"):
+        host_for("gpu 7")
+    with pytest.raises(DiagnoseError, match="expected \\[USER@\\]HOST"):
+        host_for("-oProxyCommand")  # an option, never a host
     with pytest.raises(DiagnoseError, match="is not a folder"):
         host_for(f"n1={tmp_path / 'missing'}")
     hostfile = tmp_path / "hosts"
