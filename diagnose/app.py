@@ -5,6 +5,7 @@ The CLI calls these; they know nothing of terminals or output formats.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -399,7 +400,6 @@ def watch(run_id: str, config: Config, search_dirs: list[Path], every: float, st
     hand every change to on_event, and once it ends or stalls collect its evidence for the
     diagnosis. Nothing relating to the id: DiagnoseError (exit 2), as for `diagnose RUN_ID`."""
     from diagnose.live import records
-    from diagnose.live.collectors.process import run_processes
     from diagnose.live.discovery import resolve
     from diagnose.live.runs import check_run_id
     from diagnose.live.watch import Follower
@@ -413,26 +413,101 @@ def watch(run_id: str, config: Config, search_dirs: list[Path], every: float, st
     if record is not None:
         follower = Follower(run_id, stall_after, record_path=path)
     else:
-        spec = resolve(run_id, config, search_dirs, stall_after=stall_after)
-
-        def find() -> dict[int, str]:
-            try:
-                _how, found = run_processes(spec, spec.host)
-            except OSError:
-                return {}
-            return {p.pid: " ".join(p.cmdline) for p in found}
-
-        logs = list(dict.fromkeys([*spec.logs, *(p for p in spec.expected_logs or () if "*" not in p)]))
-        if not (spec.configured or spec.logs or spec.error_files or spec.wandb_dirs or find()):
-            raise nothing_found(spec)
-        follower = Follower(run_id, stall_after, logs=logs, find_pids=find, host=spec.host)
-    while True:
-        for event in follower.poll():
-            on_event(event)
-        if follower.finished:
-            break
-        time.sleep(every)
+        follower = _follower(run_id, config, search_dirs, stall_after, None)
+        if follower is None:
+            raise nothing_found(resolve(run_id, config, search_dirs, stall_after=stall_after))
+    _follow({None: follower}, every, on_event)
     return evidence_for_run(run_id, config, search_dirs, stall_after=stall_after)
+
+
+def _follower(run_id: str, config: Config, search_dirs: list[Path], stall_after: float, host: Any) -> Any:
+    """A Follower of the run as discovery finds it on `host` (None: this machine); None when
+    nothing there relates to the id."""
+    from diagnose.live.collectors.process import run_processes
+    from diagnose.live.discovery import resolve
+    from diagnose.live.watch import Follower
+
+    spec = resolve(run_id, config, search_dirs, host=host, stall_after=stall_after)
+
+    def find() -> dict[int, str]:
+        try:
+            _how, found = run_processes(spec, spec.host)
+        except OSError:
+            return {}
+        return {p.pid: " ".join(p.cmdline) for p in found}
+
+    logs = list(dict.fromkeys([*spec.logs, *(p for p in spec.expected_logs or () if "*" not in p)]))
+    if not (spec.configured or spec.logs or spec.error_files or spec.wandb_dirs or find()):
+        return None
+    return Follower(run_id, stall_after, logs=logs, find_pids=find, host=spec.host)
+
+
+def _follow(followers: dict[str | None, Any], every: float, on_event: Any) -> None:
+    """Poll every follower until each has ended (a node's run ends with the job: watch them all)."""
+    from dataclasses import replace
+
+    from diagnose.live.watch import Event
+
+    while True:
+        for node, follower in followers.items():
+            if follower.finished:
+                continue
+            try:
+                events = follower.poll()
+            except OSError as exc:  # a node's connection dropped: said once, the others go on
+                if node is None:
+                    raise
+                follower.finished, follower.outcome = True, "gap"
+                events = [Event("gap", follower.run_id, time.time(), f"stopped following: {exc.strerror or exc}")]
+            for event in events:
+                on_event(event if node is None else replace(event, node=node))
+        if all(f.finished for f in followers.values()):
+            return
+        time.sleep(every)
+
+
+def watch_nodes(run_id: str, nodes: Sequence[Any], config: Config, search_dirs: list[Path], every: float,
+                stall_after: float, on_event: Any, log_patterns: Any = None) -> Evidence:
+    """`diagnose watch RUN_ID --hosts ...`: follow the run on every node at once (events name
+    their node), and once it has ended or stalled on all of them, collect every node for the
+    diagnosis. A node that cannot be reached or has nothing of the run is said once, as a gap."""
+    from diagnose.live.fanout import SshNode
+    from diagnose.live.runs import check_run_id
+    from diagnose.live.watch import Event
+
+    check_run_id(run_id)
+    followers: dict[str | None, Any] = {}
+    opened: list[Any] = []
+    reasons: list[str] = []
+    def start(node: Any) -> tuple[Any, str | None]:
+        try:
+            host = node.open() if isinstance(node, SshNode) else node
+            if host is not node:
+                opened.append(host)
+            follower = _follower(run_id, config, search_dirs, stall_after, host)
+            return follower, None if follower is not None else f"nothing of {run_id} there"
+        except (DiagnoseError, OSError) as exc:
+            return None, str(exc).removeprefix(f"{node.name}: ")
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        with ThreadPoolExecutor(max_workers=16) as pool:  # connecting and finding the run, every node at once
+            started = list(pool.map(start, nodes))
+        for node, (follower, reason) in zip(nodes, started, strict=True):
+            if follower is None:
+                reasons.append(f"{node.name}: {reason}")
+                on_event(Event("gap", run_id, time.time(), str(reason), node=node.name))
+            else:
+                followers[node.name] = follower
+        if not followers:
+            raise DiagnoseError(f"{run_id}: no node has it: " + "; ".join(reasons))
+        _follow(followers, every, on_event)
+    finally:
+        for host in opened:
+            with contextlib.suppress(Exception):
+                host.close()
+    return evidence_for_nodes(run_id, nodes, config, search_dirs, stall_after, log_patterns=log_patterns)
 
 
 def recent_runs(limit: int | None = None) -> list[tuple[dict[str, Any], Any]]:

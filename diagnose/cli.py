@@ -869,11 +869,16 @@ def launch_command(ctx: click.Context, run_id: str, command: tuple[str, ...], vi
 @click.option("-v", "--verbose", is_flag=True, help="Show skipped rules, all evidence, references in the diagnosis.")
 @rule_options
 @search_dir_option
+@click.option("--hosts", "hosts", metavar="NODE,...",
+              help="Follow the run on these nodes at once (as `diagnose RUN_ID --hosts`: ssh targets or aliases, "
+                   "localhost, NAME=DIR).")
+@click.option("--hostfile", type=click.Path(path_type=Path), help="File naming the nodes, one a line.")
+@click.option("--exec", "exec_prefix", metavar="PREFIX", help="Put before every command on the ssh nodes.")
 @guarded
 @click.pass_context
 def watch_command(ctx: click.Context, run_id: str, every: str, fmt: str, fail_on: str, verbose: bool,
                   rule_dirs: tuple[Path, ...], config_path: Path | None, search_dirs: tuple[Path, ...],
-                  stall_after: str) -> None:
+                  stall_after: str, hosts: str | None, hostfile: Path | None, exec_prefix: str | None) -> None:
     """Follow RUN_ID (started by `diagnose launch`, or found as `diagnose RUN_ID` finds it) and
     print one line per change: started, first output, first step, log silent, busy, process
     gone, exit status. When it ends or stalls (silent for --stall-after with little CPU), print
@@ -894,8 +899,18 @@ def watch_command(ctx: click.Context, run_id: str, every: str, fmt: str, fail_on
         else:
             say(event.line())
 
-    evidence = watch(run_id, config, list(search_dirs), seconds, stall, on_event)
-    ruleset = load_ruleset(rule_dirs, config.rule_dirs)
+    nodes = chosen_hosts(hosts, hostfile, config_path, exec_prefix)
+    if nodes is not None:
+        from diagnose.app import log_patterns, watch_nodes
+
+        ruleset = load_ruleset(rule_dirs, config.rule_dirs)
+        evidence = watch_nodes(run_id, nodes, config, list(search_dirs), seconds, stall, on_event,
+                               log_patterns=log_patterns(ruleset) if any_ssh(nodes) else None)
+    else:
+        if exec_prefix is not None:
+            raise DiagnoseError("--exec is for the ssh nodes of --hosts/--hostfile")
+        evidence = watch(run_id, config, list(search_dirs), seconds, stall, on_event)
+        ruleset = load_ruleset(rule_dirs, config.rule_dirs)
     diagnosis = diagnose(evidence, ruleset, stall_after=stall)
     if fmt == "json":
         from diagnose.report.render import Format, render

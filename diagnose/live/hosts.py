@@ -181,6 +181,11 @@ class Host(ABC):
     def boot_time(self) -> float | None:
         """Wall-clock time the kernel booted (to put dmesg's [seconds] on the clock)."""
 
+    def refresh(self) -> None:
+        """Forget what was read so far (a host that keeps answers for one collection): the next
+        look sees the machine as it is now. `diagnose watch` calls it before every poll."""
+        return None  # most hosts keep nothing: optional, not abstract
+
     @abstractmethod
     def processes(self) -> list[ProcessInfo]:
         """The process table."""

@@ -723,6 +723,16 @@ class SshHost(Host):
             self._procs = sorted(_without_ours(table), key=lambda p: p.pid)
             self._proc_files = files
 
+    def refresh(self) -> None:
+        with self._lock:
+            self._stats.clear()
+            self._lists.clear()
+            self._heads.clear()
+            self._tails.clear()
+            self._whole.clear()
+            self._procs = None
+            self._proc_files = {}
+
     def processes(self) -> list[ProcessInfo]:
         if self._procs is None:
             self._process_table()

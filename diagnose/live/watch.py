@@ -31,17 +31,20 @@ GONE_GRACE = 3.0  # seconds a supervised run's exit status may take to reach its
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # started | output | step | silent | busy | gone | exit | not-running | did-not-start | stalled
+    kind: str  # started | output | step | silent | busy | gone | exit | not-running | did-not-start | stalled | gap
     run: str
     time: float
     text: str
     data: dict[str, Any] = field(default_factory=dict)
+    node: str | None = None  # which node of a multi-node run (watch --hosts)
 
     def to_json(self) -> dict[str, Any]:
-        return {"event": self.kind, "run": self.run, "time": round(self.time, 3), "text": self.text, **self.data}
+        where = {"node": self.node} if self.node is not None else {}
+        return {"event": self.kind, "run": self.run, **where, "time": round(self.time, 3), "text": self.text, **self.data}
 
     def line(self) -> str:
-        return f"{time.strftime('%H:%M:%S', time.localtime(self.time))} {self.run} {self.kind}: {self.text}"
+        where = f" on {self.node}" if self.node is not None else ""
+        return f"{time.strftime('%H:%M:%S', time.localtime(self.time))} {self.run}{where} {self.kind}: {self.text}"
 
 
 def ago(seconds: float) -> str:
@@ -88,6 +91,7 @@ class Follower:
     # ------------------------------------------------------------ one poll
 
     def poll(self) -> list[Event]:
+        self.host.refresh()
         now = time.time()
         events: list[Event] = []
         self.polls += 1

@@ -1,11 +1,12 @@
 """Multi-node over real ssh: every node a real OpenSSH server (tests/support/remote.Sshd) on a
-loopback port, each in a mount namespace of its own where /mnt/job is that node's folder of the
-real 2-rank gloo run (tests/support/multinode.py: rank 1 raises on node-b, rank 0 then fails in
-its all_reduce). node-b's sessions run under faketime five minutes ahead (SetEnv LD_PRELOAD in
-its sshd_config), as its rank did: a node whose clock is off, read over ssh. node-c accepts TCP
-connections and never says a word (a hung node); node-d is a name that does not resolve. The
-nodes are ssh config aliases, as on a cluster. Beside the story, another user's process is
-OOM-killed by the kernel in its own memory cgroup (a shared machine): it must not be blamed.
+loopback port, each in mount and pid namespaces of its own: its own process table, and /mnt/job
+is that node's folder of the real 2-rank gloo run (tests/support/multinode.py: rank 1 raises on
+node-b, rank 0 then fails in its all_reduce). node-b's sessions run under faketime five minutes
+ahead (SetEnv LD_PRELOAD in its sshd_config), as its rank did: a node whose clock is off, read
+over ssh. node-c accepts TCP connections and never says a word (a hung node); node-d is a name
+that does not resolve. The nodes are ssh config aliases, as on a cluster. Beside the story,
+another user's process is OOM-killed by the kernel in its own memory cgroup (a shared machine):
+it must not be blamed. `watch --hosts` follows a finished run and a live one started over ssh.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ JOB = "/mnt/job"  # where each node sees its own folder
 
 
 def _node_wrap(folder: Path) -> list[str]:
-    """sshd in a private mount namespace where /mnt/job is the node's own folder."""
+    """sshd in private mount and pid namespaces: /mnt/job is the node's own folder, and its
+    process table holds only what runs on that node (sshd is its init: all go with it)."""
     script = 'mount -t tmpfs diagnose-node /mnt && mkdir /mnt/job && mount --bind "$0" /mnt/job && exec "$@"'
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(folder)]
+    return ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private", "sh", "-c", script,
+            str(folder)]
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +156,45 @@ def test_no_node_answering_is_one_line_and_exit_2(nodes: dict[str, Any]) -> None
     assert result.stderr.startswith("diagnose: error: no node answered: node-c: ") and "node-d: could not resolve" \
         in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def _events(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def test_watch_follows_every_node_and_ends_with_the_merged_diagnosis(nodes: dict[str, Any]) -> None:
+    """The run has ended on both nodes: each says so, the dead ones are gaps, then one diagnosis."""
+    result = run_cli(["watch", RUN, "--hostfile", str(nodes["hostfile"]), "--dir", JOB, "--config", str(nodes["config"]),
+                      "--every", "0.5s", "--format", "json"], timeout=240)
+    assert result.returncode == 1, result.stderr
+    events = _events(result.stdout)
+    said = {(e.get("node"), e["event"]) for e in events}
+    assert {("node-a", "not-running"), ("node-b", "not-running"), ("node-c", "gap"), ("node-d", "gap")} <= said, said
+    report = events[-1]
+    assert report["event"] == "diagnosis" and report["exit_code"] == 1
+    assert report["report"]["first_failure"]["node"] == "node-b"
+    assert report["report"]["causes"][0]["id"] == "unrecognised.crash"
+
+
+def test_watch_sees_a_live_rank_start_step_and_end_on_its_node(nodes: dict[str, Any]) -> None:
+    """A run started over ssh on node-a only (its log in node-a's /mnt/job): started, first step,
+    gone, then its diagnosis; node-b has nothing of it and says so once."""
+    program = ("import time\nfor i in range(1, 25):\n    print(f'step {i} loss 0.5', flush=True)\n    time.sleep(0.5)\n"
+               "raise ValueError('bad batch at step 24')\n")
+    script = nodes["base"] / "live_train.py"
+    script.write_text(program)
+    start = ["ssh", "-F", str(nodes["base"] / "ssh_config"), "node-a",
+             f"cd {JOB} || exit 1; nohup python3 {script} --run-name live1 > {JOB}/live1.log 2>&1 < /dev/null & echo started"]
+    import subprocess
+
+    launched = subprocess.run(start, capture_output=True, text=True, timeout=30)
+    assert launched.stdout.strip() == "started", launched.stderr
+    result = run_cli(["watch", "live1", "--hosts", "node-a,node-b", "--dir", JOB, "--config", str(nodes["config"]),
+                      "--every", "0.3s", "--format", "json"], timeout=120)
+    assert result.returncode == 1, result.stderr
+    events = _events(result.stdout)
+    kinds = [e["event"] for e in events if e.get("node") == "node-a"]
+    assert kinds[0] == "started" and "step" in kinds and "gone" in kinds, kinds
+    assert ("node-b", "gap") in {(e.get("node"), e["event"]) for e in events}
+    top = events[-1]["report"]["causes"][0]
+    assert "ValueError: bad batch at step 24" in top["title"] and {e["host"] for e in top["evidence"]} == {"node-a"}
