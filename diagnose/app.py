@@ -466,6 +466,18 @@ def _follow(followers: dict[str | None, Any], every: float, on_event: Any) -> No
         time.sleep(every)
 
 
+def watch_slurm(job_id: str, run_id: str | None, config: Config, search_dirs: list[Path], every: float,
+                stall_after: float, on_event: Any, log_patterns: Any = None) -> Evidence:
+    """`diagnose watch --slurm-job J`: the job's state changes (PENDING, RUNNING on its nodes,
+    its end) and its output's first lines, until it ends; then `diagnose --slurm-job J`."""
+    from diagnose.evidence.tempdirs import private_tempdir
+    from diagnose.live.slurm import JobFollower
+
+    follower = JobFollower(job_id, run_id or f"slurm-{job_id}", stall_after, private_tempdir("diagnose-slurm-"))
+    _follow({None: follower}, every, on_event)
+    return evidence_for_slurm(job_id, run_id, config, search_dirs, stall_after, log_patterns=log_patterns)
+
+
 def watch_nodes(run_id: str, nodes: Sequence[Any], config: Config, search_dirs: list[Path], every: float,
                 stall_after: float, on_event: Any, log_patterns: Any = None) -> Evidence:
     """`diagnose watch RUN_ID --hosts ...`: follow the run on every node at once (events name

@@ -860,7 +860,7 @@ def launch_command(ctx: click.Context, run_id: str, command: tuple[str, ...], vi
 
 
 @main.command("watch")
-@click.argument("run_id")
+@click.argument("run_id", required=False)
 @click.option("--every", default="10s", show_default=True, metavar="DURATION", help="How often to look (0.5s, 10s, 1m).")
 @click.option("--format", "fmt", type=click.Choice(["terminal", "json"]), default="terminal", show_default=True,
               help="json: one JSON object per event per line, the diagnosis last.")
@@ -874,11 +874,15 @@ def launch_command(ctx: click.Context, run_id: str, command: tuple[str, ...], vi
                    "localhost, NAME=DIR).")
 @click.option("--hostfile", type=click.Path(path_type=Path), help="File naming the nodes, one a line.")
 @click.option("--exec", "exec_prefix", metavar="PREFIX", help="Put before every command on the ssh nodes.")
+@click.option("--slurm-job", "slurm_job", metavar="JOBID",
+              help="Follow this Slurm job (its state, its output file) until it ends, then diagnose it "
+                   "(default inside an allocation with no RUN_ID: $SLURM_JOB_ID).")
 @guarded
 @click.pass_context
-def watch_command(ctx: click.Context, run_id: str, every: str, fmt: str, fail_on: str, verbose: bool,
+def watch_command(ctx: click.Context, run_id: str | None, every: str, fmt: str, fail_on: str, verbose: bool,
                   rule_dirs: tuple[Path, ...], config_path: Path | None, search_dirs: tuple[Path, ...],
-                  stall_after: str, hosts: str | None, hostfile: Path | None, exec_prefix: str | None) -> None:
+                  stall_after: str, hosts: str | None, hostfile: Path | None, exec_prefix: str | None,
+                  slurm_job: str | None) -> None:
     """Follow RUN_ID (started by `diagnose launch`, or found as `diagnose RUN_ID` finds it) and
     print one line per change: started, first output, first step, log silent, busy, process
     gone, exit status. When it ends or stalls (silent for --stall-after with little CPU), print
@@ -900,8 +904,26 @@ def watch_command(ctx: click.Context, run_id: str, every: str, fmt: str, fail_on
             say(event.line())
 
     nodes = chosen_hosts(hosts, hostfile, config_path, exec_prefix)
-    if nodes is not None:
+    if run_id is None and slurm_job is None:
+        from diagnose.live.slurm import job_from_env
+
+        slurm_job = job_from_env()
+        if slurm_job is None:
+            raise click.UsageError("give a RUN_ID (or --slurm-job JOBID)")
+    if slurm_job is not None:
+        from diagnose.app import log_patterns, watch_slurm
+        from diagnose.live.slurm import check_job_id
+
+        if nodes is not None:
+            raise DiagnoseError("--slurm-job takes the job's own nodes; leave out --hosts/--hostfile")
+        ruleset = load_ruleset(rule_dirs, config.rule_dirs)
+        evidence = watch_slurm(check_job_id(slurm_job), run_id, config, list(search_dirs), seconds, stall, on_event,
+                               log_patterns=log_patterns(ruleset))
+        run_id = evidence.run.id
+    elif nodes is not None:
         from diagnose.app import log_patterns, watch_nodes
+
+        assert run_id is not None
 
         ruleset = load_ruleset(rule_dirs, config.rule_dirs)
         evidence = watch_nodes(run_id, nodes, config, list(search_dirs), seconds, stall, on_event,
@@ -909,6 +931,7 @@ def watch_command(ctx: click.Context, run_id: str, every: str, fmt: str, fail_on
     else:
         if exec_prefix is not None:
             raise DiagnoseError("--exec is for the ssh nodes of --hosts/--hostfile")
+        assert run_id is not None
         evidence = watch(run_id, config, list(search_dirs), seconds, stall, on_event)
         ruleset = load_ruleset(rule_dirs, config.rule_dirs)
     diagnosis = diagnose(evidence, ruleset, stall_after=stall)

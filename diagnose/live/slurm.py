@@ -276,3 +276,51 @@ def collect_job(job: SlurmJob, run_id: str, config: Config, search_dirs: Sequenc
                 job.files.append(Captured(FileKind.LOG, bundle_name("logs", path), Path(path), path,
                                           rank_from_path(Path(path)), st.st_mtime, st.st_size))
     return results
+
+
+# ---------------------------------------------------------------- following a job (diagnose watch --slurm-job)
+
+ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STAGE_OUT")
+
+
+class JobFollower:
+    """A Slurm job between polls: its state as the controller (else the accounting) says it,
+    and the first output and first step of its output files. It ends with the job."""
+
+    def __init__(self, job_id: str, run_id: str, stall_after: float, scratch: Path, host: Host | None = None) -> None:
+        from diagnose.live.hosts import LocalHost
+
+        self.job_id, self.run_id, self.stall_after, self.scratch = job_id, run_id, stall_after, scratch
+        self.host = host or LocalHost()
+        self.state = ""
+        self.finished = False
+        self.outcome = ""
+        self.logs: Any = None  # a watch.Follower of the output files, once the controller names them
+
+    def poll(self) -> list[Any]:
+        from diagnose.live.watch import Event, Follower
+
+        now = time.time()
+        job = load_job(self.host, self.job_id, self.scratch)
+        state = job.state.split(" ")[0]
+        events: list[Any] = []
+        if not state:
+            if not self.state:
+                reasons = "; ".join(g.reason for g in job.gaps) or "no record"
+                raise DiagnoseError(f"Slurm job {self.job_id}: neither scontrol nor sacct knows it ({reasons})")
+            return events  # between the controller forgetting it and the accounting having it
+        if state != self.state:
+            where = f" on {job.node_list}" if state == "RUNNING" and job.node_list else ""
+            why = job.record.get("Reason", "")
+            because = f" ({why})" if why and why != "None" and state != "RUNNING" else ""
+            events.append(Event("state", self.run_id, now, f"Slurm job {job.id} {job.state}{where}{because}",
+                                {"slurm_job": job.id, "state": state}))
+            self.state = state
+        if self.logs is None and job.output_files():
+            self.logs = Follower(self.run_id, self.stall_after, logs=job.output_files(), host=self.host)
+        if self.logs is not None:
+            self.host.refresh()
+            events.extend(self.logs.read_logs(now))
+        if state not in ACTIVE:
+            self.finished, self.outcome = True, state.lower()
+        return events

@@ -107,7 +107,7 @@ class Follower:
             events.append(self._started(record, alive, now))
         elif record is not None and record.get("pid") and "started" not in self.said and isinstance(record.get("exit"), dict):
             events.append(self._started(record, {}, now))
-        events.extend(self._read_logs(now))
+        events.extend(self.read_logs(now))
         ended = record.get("exit") if record is not None else None
         if isinstance(ended, dict):
             events.append(self._exit(ended, now))
@@ -164,7 +164,8 @@ class Follower:
         shown = ", ".join(f"{pid} ({alive[pid][:60]})" for pid in pids[:3])
         return Event("started", self.run_id, now, f"pid {shown}", {"pid": pids[0] if pids else None, "pids": pids})
 
-    def _read_logs(self, now: float) -> list[Event]:
+    def read_logs(self, now: float) -> list[Event]:
+        """Events in what the logs gained since the last look: first output, first step."""
         events: list[Event] = []
         for log in self.logs:
             try:

@@ -175,3 +175,35 @@ def test_time_limit(slurm: SlurmCluster, finished: dict[str, str]) -> None:
     ids = [c["id"] for c in data["causes"]]
     assert code == 1 and "scheduler.slurm-job-timeout" in ids[:2], ids
     assert "scheduler.slurm-time-limit" in ids
+
+
+def _watch(cluster: SlurmCluster, job: str) -> tuple[int, list[dict[str, Any]]]:
+    result = run_cli(["watch", "--slurm-job", job, "--every", "0.3s", "--format", "json"], cwd=cluster.base / "jobs",
+                     env=cluster.env, timeout=180)
+    assert result.returncode in (0, 1), result.stderr
+    return result.returncode, [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_watch_follows_a_job_from_submission_to_its_end(slurm: SlurmCluster, finished: dict[str, str]) -> None:
+    """Watched from right after sbatch: its state changes, its output's first step, COMPLETED, exit 0."""
+    job = slurm.sbatch("#!/bin/bash\necho 'step 1'\nsleep 2\necho 'step 2'\necho finished\n", "--mem=100M", "-J", "watched")
+    code, events = _watch(slurm, job)
+    states = [e["state"] for e in events if e["event"] == "state"]
+    assert states[-1] == "COMPLETED" and len(states) >= 2 and states[-2] in ("RUNNING", "COMPLETING", "PENDING"), states
+    assert any(e["event"] == "step" and e["line"] == "step 1" for e in events), events
+    assert events[-1]["event"] == "diagnosis" and code == 0 and events[-1]["report"]["run"]["state"] == "finished"
+
+
+def test_watch_ends_with_the_out_of_memory_diagnosis(slurm: SlurmCluster, finished: dict[str, str]) -> None:
+    job = slurm.sbatch(OOM, "--mem=100M", "-J", "oomwatched")
+    code, events = _watch(slurm, job)
+    assert [e["state"] for e in events if e["event"] == "state"][-1] == "OUT_OF_MEMORY"
+    assert code == 1 and events[-1]["report"]["causes"][0]["id"] in ("memory.slurm-job-out-of-memory", "memory.host-oom-kill")
+    assert "memory.slurm-job-out-of-memory" in [c["id"] for c in events[-1]["report"]["causes"][:2]]
+
+
+def test_watch_of_a_job_slurm_does_not_know_is_one_line_and_exit_2(slurm: SlurmCluster) -> None:
+    result = run_cli(["watch", "--slurm-job", "987654"], cwd=slurm.base / "jobs", env=slurm.env, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("diagnose: error: --slurm-job 987654: Slurm knows no such job"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
