@@ -4,6 +4,7 @@
     python bench/speed_bench.py                 # 1 GiB log, 8 x 256 MiB rank logs, 1,000 rules
     python bench/speed_bench.py --quick         # 256 MiB / 8 x 64 MiB, 3 runs
     python bench/speed_bench.py --src DIR       # time the diagnose package found in DIR (a checkout)
+    python bench/speed_bench.py --baseline DIR  # and, interleaved in the same tables, DIR's ("before")
 
 Every figure is a whole process (start-up, rule loading, scan, ranking, JSON report), warm page
 cache, warm diagnose caches (rule set, hyperscan database), median of --runs with the tools
@@ -17,6 +18,8 @@ interleaved run by run; peak RSS is each process's own (wait4), the largest over
   tools over the 8 files.
 - 1,000 user rules (bench/rulegen.py) next to the built-in pack, against the built-in pack alone.
 - `diagnose --help` and `diagnose scan` of a 10 KB log.
+With --baseline, every diagnose command is also run with the baseline checkout's package
+("before: ..."), interleaved run by run with the rest, and the after/before ratios are printed.
 Targets: 2 cores: diagnose <= 0.33 x grep and <= 4 x wc -l; 16 cores: <= 0.5 x grep;
 8 rank logs <= grep; 1,000 rules <= 1.3 x; peak RSS <= 150 MB.
 """
@@ -50,6 +53,7 @@ Cmd = tuple[list[str], dict[str, str], int | None]  # argv, environment, the one
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", type=Path, default=HERE.parent, help="checkout whose diagnose package is timed")
+    parser.add_argument("--baseline", type=Path, help="a checkout timed beside it, in the same tables (before)")
     parser.add_argument("--workdir", type=Path, default=HERE / "out")
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--rank-mb", type=int, default=256)
@@ -62,17 +66,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     work: Path = args.workdir.resolve()  # the timed commands run from another folder
     work.mkdir(parents=True, exist_ok=True)
     src = args.src.resolve()
-    tag = hashlib.sha256(str(src).encode()).hexdigest()[:10]
-    # Byte-code cached as an installed package has it: some images set PYTHONDONTWRITEBYTECODE
-    # and ship site-packages without .pyc files, so every start compiles every module it imports
-    # (~0.3-0.5 s on the H200 machine); the first (untimed) run writes them under the workdir.
     nocache = os.environ.get("PYTHONDONTWRITEBYTECODE")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), *filter(None, [os.environ.get("PYTHONPATH")])]),
-               DIAGNOSE_CACHE_DIR=str(work / f"cache-{tag}"), PYTHONPYCACHEPREFIX=str(work / f"pycache-{tag}"))
-    env.pop("DIAGNOSE_NO_CACHE", None)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env = checkout_env(src, work)
+    base = checkout_env(args.baseline.resolve(), work) if args.baseline else None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     header(src, env, cores)
+    if args.baseline:
+        print(f"baseline (before) diagnose from {args.baseline.resolve()}")
     if nocache:
         print(f"PYTHONDONTWRITEBYTECODE={nocache} in the environment: unset for the timed commands")
     sections = set(args.only.split(","))
@@ -84,19 +84,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     scan = [*diagnose, "scan", "--format", "json", "--fail-on", "never"]
     results: dict[str, float] = {}
     if "big" in sections:
-        results.update(section_big(scan, env, log, patterns, args.runs, cores))
+        results.update(section_big(scan, env, log, patterns, args.runs, cores, base))
     if "ranks" in sections:
-        results.update(section_ranks(scan, env, ranks, patterns, max(3, args.runs - 2)))
+        results.update(section_ranks(scan, env, ranks, patterns, max(3, args.runs - 2), base))
     if "rules" in sections:
-        results.update(section_rules(scan, env, log, work, max(3, args.runs - 2)))
+        results.update(section_rules(scan, env, log, work, max(3, args.runs - 2), base))
     if "startup" in sections:
-        section_startup(diagnose, env, work, log)
+        section_startup(diagnose, env, work, log, base)
     print()
     print("summary: " + ", ".join(f"{k} {v:.2f}" for k, v in results.items()))
     return 0
 
 
 # ---------------------------------------------------------------- setup
+
+
+def checkout_env(src: Path, work: Path) -> dict[str, str]:
+    """The environment that runs `python -m diagnose` from checkout `src`, with caches of its own."""
+    tag = hashlib.sha256(str(src).encode()).hexdigest()[:10]
+    # Byte-code cached as an installed package has it: some images set PYTHONDONTWRITEBYTECODE
+    # and ship site-packages without .pyc files, so every start compiles every module it imports
+    # (~0.3-0.5 s on the H200 machine); the first (untimed) run writes them under the workdir.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), *filter(None, [os.environ.get("PYTHONPATH")])]),
+               DIAGNOSE_CACHE_DIR=str(work / f"cache-{tag}"), PYTHONPYCACHEPREFIX=str(work / f"pycache-{tag}"))
+    env.pop("DIAGNOSE_NO_CACHE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+BEFORE = "before: "
+
+
+def with_baseline(commands: dict[str, Cmd], base: dict[str, str] | None) -> dict[str, Cmd]:
+    """Each diagnose command followed by the same with the baseline's environment."""
+    if base is None:
+        return commands
+    out: dict[str, Cmd] = {}
+    for name, (argv, env, cpu) in commands.items():
+        out[name] = (argv, env, cpu)
+        if name.startswith("diagnose"):
+            out[BEFORE + name] = (argv, base, cpu)
+    return out
+
+
+def before_lines(got: dict[str, tuple[float, float, str]]) -> None:
+    for name, (seconds, _rss, out) in got.items():
+        if name.startswith(BEFORE):
+            after = got[name.removeprefix(BEFORE)]
+            same = "same result" if summary(after[2]) == summary(out) else "RESULTS DIFFER"
+            print(ratio_line(f"after / before: {name.removeprefix(BEFORE)}", after[0], seconds, None) + f"   ({same})")
 
 
 def header(src: Path, env: dict[str, str], cores: int) -> None:
@@ -225,13 +261,13 @@ def table(title: str, commands: dict[str, Cmd], runs: int, inputs: Sequence[Path
             rss[name] = max(rss[name], mb)
             outputs[name] = out
     print(f"\n[{title}] median of {runs} runs (warm page cache, warm diagnose caches)")
-    print(f"  {'command':<34} {'median s':>9} {'min s':>7} {'max s':>7} {'peak RSS MB':>12}   output"
+    print(f"  {'command':<48} {'median s':>9} {'min s':>7} {'max s':>7} {'peak RSS MB':>12}   output"
           "   (a tool's RSS counts the ~30 MB of the Python that spawns it)")
     result = {}
     for name, values in samples.items():
         med = statistics.median(values)
         result[name] = (med, rss[name], outputs[name])
-        print(f"  {name:<34} {med:>9.3f} {min(values):>7.3f} {max(values):>7.3f} {rss[name]:>12.1f}   {summary(outputs[name])}")
+        print(f"  {name:<48} {med:>9.3f} {min(values):>7.3f} {max(values):>7.3f} {rss[name]:>12.1f}   {summary(outputs[name])}")
     return result
 
 
@@ -268,14 +304,15 @@ def baselines(files: Sequence[Path], patterns: dict[str, Path]) -> dict[str, Cmd
 def ratio_line(label: str, ours: float, theirs: float, target: float | None) -> str:
     value = ours / theirs
     verdict = "" if target is None else f"   target <= {target}  {'PASS' if value <= target else 'FAIL'}"
-    return f"  {label:<44} {value:6.2f}{verdict}"
+    return f"  {label:<58} {value:6.2f}{verdict}"
 
 
 def section_big(scan: list[str], env: dict[str, str], log: Path, patterns: dict[str, Path], runs: int,
-                cores: int) -> dict[str, float]:
+                cores: int, base: dict[str, str] | None = None) -> dict[str, float]:
     commands: dict[str, Cmd] = {f"diagnose scan ({cores} cores)": ([*scan, str(log)], env, None)}
     if cores > 1:
         commands["diagnose scan (1 core)"] = ([*scan, str(log)], env, min(os.sched_getaffinity(0)))
+    commands = with_baseline(commands, base)
     commands.update(baselines([log], patterns))
     got = table(f"1 GiB log: {log.name}, {log.stat().st_size / 2**30:.2f} GiB", commands, runs, [log])
     ours = got[f"diagnose scan ({cores} cores)"][0]
@@ -289,18 +326,23 @@ def section_big(scan: list[str], env: dict[str, str], log: Path, patterns: dict[
     out: dict[str, float] = {"big/grep": ours / grep, "big/wc": ours / wc}
     if cores > 1:
         one = got["diagnose scan (1 core)"][0]
-        print(f"  {'speed-up from 1 to ' + str(cores) + ' cores':<44} {one / ours:6.2f}")
+        print(f"  {'speed-up from 1 to ' + str(cores) + ' cores':<58} {one / ours:6.2f}")
         out["speed-up"] = one / ours
     rss = got[f"diagnose scan ({cores} cores)"][1]
-    print(f"  {'peak RSS of diagnose scan (MB)':<44} {rss:6.1f}   target <= {TARGET_RSS_MB:.0f}  "
+    print(f"  {'peak RSS of diagnose scan (MB)':<58} {rss:6.1f}   target <= {TARGET_RSS_MB:.0f}  "
           f"{'PASS' if rss <= TARGET_RSS_MB else 'FAIL'}")
+    if base is not None:
+        before = got[f"{BEFORE}diagnose scan ({cores} cores)"][0]
+        print(ratio_line("before: diagnose / grep", before, grep, None))
+        before_lines(got)
+        out["big/before"] = ours / before
     return out
 
 
 def section_ranks(scan: list[str], env: dict[str, str], ranks: list[Path], patterns: dict[str, Path],
-                  runs: int) -> dict[str, float]:
+                  runs: int, base: dict[str, str] | None = None) -> dict[str, float]:
     size = sum(p.stat().st_size for p in ranks)
-    commands: dict[str, Cmd] = {"diagnose scan (8 files)": ([*scan, *map(str, ranks)], env, None)}
+    commands = with_baseline({"diagnose scan (8 files)": ([*scan, *map(str, ranks)], env, None)}, base)
     commands.update(baselines(ranks, patterns))
     got = table(f"8 rank logs: {ranks[0].parent.name}, {size / 2**30:.2f} GiB in all", commands, runs, ranks)
     ours = got["diagnose scan (8 files)"][0]
@@ -308,39 +350,54 @@ def section_ranks(scan: list[str], env: dict[str, str], ranks: list[Path], patte
     print(ratio_line("diagnose / grep over the 8 files", ours, grep, None))
     print(ratio_line("diagnose / wc -l over the 8 files", ours, got["wc -l"][0], None))
     rss = got["diagnose scan (8 files)"][1]
-    print(f"  {'peak RSS of diagnose scan (MB)':<44} {rss:6.1f}   target <= {TARGET_RSS_MB:.0f}  "
+    print(f"  {'peak RSS of diagnose scan (MB)':<58} {rss:6.1f}   target <= {TARGET_RSS_MB:.0f}  "
           f"{'PASS' if rss <= TARGET_RSS_MB else 'FAIL'}")
-    return {"ranks/grep": ours / grep}
+    out = {"ranks/grep": ours / grep}
+    if base is not None:
+        before = got[f"{BEFORE}diagnose scan (8 files)"][0]
+        print(ratio_line("before: diagnose / grep over the 8 files", before, grep, None))
+        before_lines(got)
+        out["ranks/before"] = ours / before
+    return out
 
 
-def section_rules(scan: list[str], env: dict[str, str], log: Path, work: Path, runs: int) -> dict[str, float]:
+def section_rules(scan: list[str], env: dict[str, str], log: Path, work: Path, runs: int,
+                  base: dict[str, str] | None = None) -> dict[str, float]:
     folder = work / "rules-1000"
     patterns = rulegen.generate(folder, 1000)
-    commands: dict[str, Cmd] = {
+    commands = with_baseline({
         "diagnose scan (built-in pack)": ([*scan, str(log)], env, None),
         "diagnose scan (+1,000 user rules)": ([*scan, str(log), "--rules", str(folder)], env, None),
-    }
+    }, base)
     got = table(f"1,000 user rules ({len(set(patterns))} distinct patterns) on {log.name}", commands, runs, [log])
-    base, more = got["diagnose scan (built-in pack)"][0], got["diagnose scan (+1,000 user rules)"][0]
-    print(ratio_line("+1,000 rules / built-in pack alone", more, base, 1.3))
+    alone, more = got["diagnose scan (built-in pack)"][0], got["diagnose scan (+1,000 user rules)"][0]
+    print(ratio_line("+1,000 rules / built-in pack alone", more, alone, 1.3))
     rss = got["diagnose scan (+1,000 user rules)"][1]
-    print(f"  {'peak RSS with 1,000 more rules (MB)':<44} {rss:6.1f}   target <= {TARGET_RSS_MB:.0f}  "
+    print(f"  {'peak RSS with 1,000 more rules (MB)':<58} {rss:6.1f}   target <= {TARGET_RSS_MB:.0f}  "
           f"{'PASS' if rss <= TARGET_RSS_MB else 'FAIL'}")
-    return {"rules-1000/builtin": more / base}
+    out = {"rules-1000/builtin": more / alone}
+    if base is not None:
+        print(ratio_line("before: +1,000 rules / built-in pack alone", got[f"{BEFORE}diagnose scan (+1,000 user rules)"][0],
+                         got[f"{BEFORE}diagnose scan (built-in pack)"][0], None))
+        before_lines(got)
+    return out
 
 
-def section_startup(diagnose: list[str], env: dict[str, str], work: Path, log: Path) -> None:
+def section_startup(diagnose: list[str], env: dict[str, str], work: Path, log: Path,
+                    base: dict[str, str] | None = None) -> None:
     small = work / "small-10k.log"
     with open(log, "rb") as handle:
         head = handle.read(10 * 1024)
     small.write_bytes(head[: head.rfind(b"\n") + 1])
-    commands: dict[str, Cmd] = {
+    commands = with_baseline({
         "python -c pass": ([sys.executable, "-c", "pass"], env, None),
         "diagnose --help": ([*diagnose, "--help"], env, None),
         "diagnose scan (10 KB log)": ([*diagnose, "scan", str(small)], env, None),
         "diagnose scan (10 KB log) --format json": ([*diagnose, "scan", str(small), "--format", "json"], env, None),
-    }
-    table("start-up", commands, 15, [small])
+    }, base)
+    got = table("start-up", commands, 15, [small])
+    if base is not None:
+        before_lines(got)
 
 
 if __name__ == "__main__":
