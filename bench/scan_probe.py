@@ -124,7 +124,7 @@ def main() -> int:
         timed(f"hyperscan scan, {args.threads} threads (a scratch each)", size, hs_many)
     source = TextFile(TextKind.LOG, log, str(log), mtime=log.stat().st_mtime)
     scanner = scan.Scanner(TextKind.LOG, patterns)
-    timed("Scanner.scan end to end, 1 thread (in process)", size, lambda: scanner.scan(source), repeat=2)
+    timed("Scanner.scan end to end, 1 thread (in process)", size, lambda: scanner.scan(source, workers=1), repeat=2)
     if hasattr(scan, "scan_files"):
         workers = scan.default_workers()
         timed(f"scan_files end to end, {workers} threads (in process)", size,

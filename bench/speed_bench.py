@@ -42,6 +42,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+# ere.py translates the patterns with this checkout's diagnose, installed or not (the timed
+# commands find theirs through PYTHONPATH).
+sys.path.insert(1, str(HERE.parent))
 
 import loggen  # noqa: E402
 import rulegen  # noqa: E402
