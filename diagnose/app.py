@@ -6,6 +6,7 @@ The CLI calls these; they know nothing of terminals or output formats.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,11 +50,17 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
         stats["remote"] = remote
     if evidence.stats:
         stats["collect"] = dict(evidence.stats)
+    nodes: list[Any] = []
+    first = None
+    if evidence.hosts:
+        from diagnose.engine.nodes import node_summaries
+
+        nodes, first = node_summaries(evidence, ranked.causes)
     return Diagnosis(evidence, ranked.causes, result.skipped, gaps, stats, elsewhere=ranked.elsewhere,
                      checked=checks(evidence, ranked.view, ranked.events), state=ranked.state.state,
                      state_reason=ranked.state.reason,
                      window=(ranked.view.start, ranked.view.start_source, ranked.view.last_write, ranked.view.end_source),
-                     timeline=timeline)
+                     timeline=timeline, nodes=nodes, first_failure=first)
 
 
 def remote_stats(evidence: Evidence, sets: Any, gaps: list[Gap]) -> dict[str, object] | None:
@@ -122,7 +129,7 @@ def nothing_found(spec: RunSpec, manifest: Any = None) -> DiagnoseError:
 def open_host(config: Config, host: str | None = None, exec_prefix: str | None = None) -> Any:
     """The machine the run lives on: --host/--exec, else the config's [host], else None (this
     one). A remote one is connected here: a key or host-key problem is one line, exit 2."""
-    from diagnose.live.ssh import Remote, check_options, parse_exec, parse_target
+    from diagnose.live.ssh import remote_for
 
     table = dict(config.host)
     target = host if host is not None else table.get("target")
@@ -132,15 +139,7 @@ def open_host(config: Config, host: str | None = None, exec_prefix: str | None =
         return None
     from diagnose.live.remotehost import SshHost
 
-    remote = Remote(
-        target=parse_target(str(target)),
-        exec_prefix=parse_exec(exec_prefix if exec_prefix is not None else table.get("exec")),
-        options=check_options(table.get("ssh_options") or (), "[host] ssh_options"),
-        config_file=table.get("ssh_config"),
-        connect_timeout=float(table.get("connect_timeout") or 10.0),
-        scan_timeout=float(table.get("scan_timeout") or 300.0),
-    )
-    return SshHost(remote)
+    return SshHost(remote_for(str(target), table, exec_prefix))
 
 
 def _resolve(run_id: str, config: Config, search_dirs: list[Path], stall_after: float | None, host: Any,
@@ -225,24 +224,132 @@ def log_patterns(rules: RuleSet) -> Any:
 
 def collect_bundle(run_id: str, config: Config, search_dirs: list[Path], out: Path, progress: bool = False,
                    raw: bool = False, stall_after: float | None = None, host: Any = None,
-                   rules: RuleSet | None = None) -> tuple[Path, Any]:
+                   rules: RuleSet | None = None, logs: Sequence[str] = (), node: bool = False) -> tuple[Path, Any]:
     """`diagnose collect`: the run's evidence written as a bundle, secrets masked unless raw.
-    Returns (path, manifest)."""
+    `logs`: more of the run's logs (a Slurm job's output files); `node`: one node of a job
+    (srun fan-out): its kernel log and GPU state are kept even when none of the run's files is
+    there. Returns (path, manifest)."""
     from diagnose.evidence.bundle import write_bundle
     from diagnose.live.collectors.run import collect_run
 
     patterns = log_patterns(rules) if host is not None and rules is not None else None
     spec = _resolve(run_id, config, search_dirs, stall_after, host, patterns, "auto")
+    from diagnose.live.fanout import add_logs
+
+    add_logs(spec, logs, "diagnose collect --log")
     try:
         collection = collect_run(spec, progress=progress)
     finally:
         if host is not None:
             host.close()
-    if not found_anything(spec, collection.evidence()):
+    if not node and not found_anything(spec, collection.evidence()):
         raise nothing_found(spec, collection.manifest)
     return write_bundle(out, collection.manifest, collection.copies(), raw=raw), collection.manifest
 
 
+# ---------------------------------------------------------------- several nodes, Slurm jobs
+
+def _job_evidence(job: Any) -> Evidence:
+    """What belongs to the job, not to one node: Slurm's record of it (and, with no node here,
+    its output files), with the gaps and notes of reading it."""
+    from diagnose.evidence.assemble import evidence_from_files
+    from diagnose.evidence.model import ExitRecord
+
+    base = evidence_from_files([(c.kind, c.source, c.origin, c.rank, c.mtime) for c in job.files], notes=job.notes)
+    exits = list(base.exits or ())
+    row = job.accounting.job
+    # ExitCode (exit:signal) says how the batch script ended only for a job that ended by itself;
+    # a cancelled, preempted or OOM-killed one reads 0:0 or a made-up signal (0:125): no record then.
+    if row is not None and row.state in ("COMPLETED", "FAILED"):
+        code, _, sig = row.get("ExitCode").partition(":")
+        if code.isdigit():
+            exits.append(ExitRecord(f"sacct -j {job.id}", int(code), int(sig) if sig.isdigit() and int(sig) else None,
+                                    message=f"Slurm job {job.id} {row.state} (ExitCode {row.get('ExitCode')})"))
+    return Evidence(run=base.run, texts=base.texts, exits=tuple(exits) or None, gaps=base.gaps + tuple(job.gaps),
+                    notes=base.notes)
+
+
+def _gathered(run_id: str, results: Sequence[Any], extra: Evidence | None, require_relation: bool) -> Evidence:
+    from diagnose.live.fanout import merged_evidence
+
+    if require_relation and not any(r.collection is not None or r.bundle is not None for r in results):
+        raise DiagnoseError("no node answered: " + "; ".join(f"{r.name}: {r.reason}" for r in results))
+    if require_relation and not any(r.spec is not None and r.collection is not None and found_anything(r.spec, r.collection.evidence())
+                                    for r in results):
+        answered = [r for r in results if r.spec is not None]
+        if answered:
+            spec = answered[0].spec
+            assert spec is not None
+            spec.looked.append("on " + ", ".join(r.name for r in results))
+            raise nothing_found(spec)
+    return merged_evidence(run_id, results, extra, collected_at=time.time())
+
+
+def evidence_for_nodes(run_id: str, hosts: Sequence[Any], config: Config, search_dirs: list[Path],
+                       stall_after: float | None = None, deadline: float | None = None,
+                       log_patterns: Any = None) -> Evidence:
+    """`diagnose RUN_ID --hosts a,b`: every node collected in parallel, merged on one clock."""
+    from diagnose.live.fanout import collect_nodes
+
+    results = collect_nodes(run_id, hosts, config, search_dirs, stall_after=stall_after, deadline=deadline,
+                            log_patterns=log_patterns)
+    return _gathered(run_id, results, None, require_relation=True)
+
+
+def evidence_for_slurm(job_id: str, run_id: str | None, config: Config, search_dirs: list[Path],
+                       stall_after: float | None = None, log_patterns: Any = None) -> Evidence:
+    """`diagnose --slurm-job J`: the job's record, and every node of it."""
+    from diagnose.evidence.tempdirs import private_tempdir
+    from diagnose.live.hosts import LocalHost
+    from diagnose.live.slurm import collect_job, load_job
+
+    scratch = private_tempdir("diagnose-slurm-")
+    job = load_job(LocalHost(), job_id, scratch)
+    run_id = run_id or f"slurm-{job.id}"  # its output file's name (slurm-J.out), not a bare number
+    results = collect_job(job, run_id, config, search_dirs, stall_after, scratch, log_patterns=log_patterns)
+    evidence = _gathered(run_id, results, _job_evidence(job), require_relation=False)
+    from dataclasses import replace
+
+    return replace(evidence, run=replace(evidence.run, launcher="slurm"))
+
+
+def collect_nodes_bundle(run_id: str | None, hosts: Sequence[Any] | None, job_id: str | None, config: Config,
+                         search_dirs: list[Path], out: Path, raw: bool = False,
+                         stall_after: float | None = None, log_patterns: Any = None) -> tuple[Path, Any, list[Any]]:
+    """`diagnose collect RUN_ID --hosts ... / --slurm-job J -o OUT`: one bundle, hosts/<name>/ per node."""
+    from diagnose.evidence.bundle import write_bundle
+    from diagnose.evidence.tempdirs import private_tempdir
+    from diagnose.live.fanout import collect_nodes, multi_manifest
+
+    copies: dict[str, Path | bytes] = {}
+    extra_files: list[Any] = []
+    run_extra: dict[str, Any] = {}
+    if job_id is not None:
+        from diagnose.live.hosts import LocalHost
+        from diagnose.live.slurm import collect_job, load_job
+
+        scratch = private_tempdir("diagnose-slurm-")
+        job = load_job(LocalHost(), job_id, scratch)
+        run_id = run_id or f"slurm-{job.id}"
+        results = collect_job(job, run_id, config, search_dirs, stall_after, scratch, log_patterns=log_patterns)
+        extra_files = job.files
+        run_extra = {"launcher": "slurm", "slurm_job": job.id, "notes": list(job.notes)}
+        gaps = [{"source": g.source, "reason": g.reason} for g in job.gaps]
+    else:
+        assert run_id is not None and hosts is not None
+        results = collect_nodes(run_id, hosts, config, search_dirs, stall_after=stall_after, log_patterns=log_patterns)
+        if not any(r.collection is not None or r.bundle is not None for r in results):
+            raise DiagnoseError("no node answered: " + "; ".join(f"{r.name}: {r.reason}" for r in results))
+        gaps = []
+    top, nodes, node_copies = multi_manifest(run_id, results, run_extra)
+    from diagnose.evidence.bundle import BundleFile
+
+    for captured in extra_files:
+        copies[captured.bundle_path] = captured.source
+        top.files.append(BundleFile(captured.bundle_path, captured.kind.value, captured.origin, captured.rank, captured.mtime))
+    top.gaps.extend(gaps)
+    copies.update(node_copies)
+    return write_bundle(out, top, copies, raw=raw, nodes=nodes), top, results
 # ---------------------------------------------------------------- launch, watch
 
 

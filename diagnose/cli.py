@@ -303,6 +303,50 @@ def parse_age(value: str, name: str) -> float:
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
 
 
+def node_options(func: F) -> F:
+    """Several nodes: named, from a file, or a Slurm job's."""
+    return _apply(func, [
+        click.option("--hosts", "hosts", metavar="NODE,...",
+                     help="Collect the run on these nodes, in parallel: [USER@]HOST[:PORT] or an ssh config alias (over "
+                          "ssh, with the config's [host] settings and --exec), localhost or this machine's name, or "
+                          "NAME=DIR (a node whose files are under DIR here)."),
+        click.option("--hostfile", type=click.Path(path_type=Path), help="File naming the nodes, one a line."),
+        click.option("--slurm-job", "slurm_job", metavar="JOBID",
+                     help="The run is this Slurm job (default inside an allocation: $SLURM_JOB_ID): its accounting "
+                          "record, output files and every node of it."),
+    ])
+
+
+def any_ssh(nodes: Sequence[Any] | None) -> bool:
+    from diagnose.live.fanout import SshNode
+
+    return any(isinstance(n, SshNode) for n in nodes or ())
+
+
+def chosen_hosts(hosts: str | None, hostfile: Path | None, config_path: Path | None = None,
+                 exec_prefix: str | None = None) -> list[Any] | None:
+    """The node of every name given by --hosts / --hostfile (the ssh ones reached with the
+    config's [host] settings and --exec); None when neither was given."""
+    if hosts is None and hostfile is None:
+        return None
+    from diagnose.live.config import load_config
+    from diagnose.live.fanout import host_for, read_hostfile
+
+    table = dict(load_config(config_path).host)
+    table.pop("target", None)  # the nodes are the targets
+
+    names = [n for n in (hosts or "").split(",") if n.strip()] + (read_hostfile(hostfile) if hostfile else [])
+    if not names:
+        raise DiagnoseError("--hosts: names no host")
+    found: list[Any] = []
+    for name in dict.fromkeys(n.strip() for n in names):
+        host = host_for(name, table, exec_prefix)
+        if any(h.name == host.name for h in found):
+            continue  # localhost and this machine's name are one node
+        found.append(host)
+    return found
+
+
 def looks_like_bundle_path(target: str) -> bool:
     """Whether a missing target was meant as a path: it names a folder (a slash) or an archive."""
     return "/" in target or target.lower().endswith((".tar.gz", ".tgz", ".tar")) or target.startswith("~")
@@ -354,41 +398,87 @@ def stdin_as_file(paths: Sequence[str]) -> Any:
 
 
 @main.command("run")
-@click.argument("target", metavar="RUN_ID|BUNDLE")
+@click.argument("targets", nargs=-1, metavar="RUN_ID|BUNDLE...")
 @report_options
 @rule_options
 @search_dir_option
+@node_options
 @host_options
 @dev_options
 @guarded
 @click.pass_context
-def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_on: str, since: str | None,
+def run_command(ctx: click.Context, targets: tuple[str, ...], formats: tuple[str, ...], fail_on: str, since: str | None,
                 until: str | None, output: Path | None, verbose: bool, quiet: bool, color: str,
                 sarif_category: str | None, rule_dirs: tuple[Path, ...], config_path: Path | None,
-                search_dirs: tuple[Path, ...], stall_after: str, host: str | None, exec_prefix: str | None,
-                engine: str) -> None:
-    """Diagnose RUN_ID (a run on this machine) or BUNDLE (a saved bundle). `diagnose RUN_ID` is
-    the short form."""
-    from diagnose.evidence.bundle import evidence_from_bundle
+                search_dirs: tuple[Path, ...], stall_after: str, hosts: str | None, hostfile: Path | None,
+                slurm_job: str | None, host: str | None, exec_prefix: str | None, engine: str) -> None:
+    """Diagnose RUN_ID (a run on this machine, behind --host, on --hosts, or a Slurm job's) or
+    BUNDLE... (saved bundles; several are the nodes of one run, merged). `diagnose RUN_ID` is the
+    short form."""
+    from diagnose.evidence.bundle import evidence_from_bundles
     from diagnose.evidence.inputs import is_bundle
     from diagnose.live.runs import path_exists
 
     chosen = parse_formats(formats, output)
     since_t, until_t = parse_time(since, "since"), parse_time(until, "until")
-    path = Path(target)
-    exists = path_exists(path)
+    paths = [Path(t) for t in targets]
     local = host is None and exec_prefix is None
-    if local and not exists and looks_like_bundle_path(target):
-        # ./nope.tar.gz, runs/flex7/: a path the user meant, not a run id to look for
-        from diagnose.live.runs import RUN_ID
+    for target, path in zip(targets, paths, strict=True):
+        if local and not path_exists(path) and looks_like_bundle_path(target):
+            # ./nope.tar.gz, runs/flex7/: a path the user meant, not a run id to look for
+            from diagnose.live.runs import RUN_ID
 
-        also = "" if RUN_ID.match(target) else "; and not a run id (letters, digits and . _ - @ + = : only)"
-        raise DiagnoseError(f"{target}: no such bundle (a folder or .tar.gz written by `diagnose collect`){also}")
-    check_dirs(search_dirs)
-    if local and exists and is_bundle(path):
-        evidence = evidence_from_bundle(path)  # first: a bad bundle is refused without waiting on the rules
+            also = "" if RUN_ID.match(target) else "; and not a run id (letters, digits and . _ - @ + = : only)"
+            raise DiagnoseError(f"{target}: no such bundle (a folder or .tar.gz written by `diagnose collect`){also}")
+    bundles = [p for p in paths if path_exists(p) and is_bundle(p)] if local else []
+    nodes = chosen_hosts(hosts, hostfile, config_path, exec_prefix)
+    if host is not None and (nodes is not None or slurm_job is not None):
+        raise DiagnoseError("--host names one machine; --hosts/--hostfile/--slurm-job name several: give one or the other")
+    if bundles and len(bundles) != len(paths):
+        other = next(t for t, p in zip(targets, paths, strict=True) if p not in bundles)
+        raise DiagnoseError(f"{other}: not a bundle; give one RUN_ID, or only bundles (the nodes of one run)")
+    if len(paths) > 1 and not bundles:
+        raise DiagnoseError(f"give one RUN_ID (got {len(paths)}); several arguments must all be bundles")
+    if not targets and slurm_job is None:
+        from diagnose.live.slurm import job_from_env
+
+        slurm_job = job_from_env()
+        if slurm_job is None:
+            raise click.UsageError("give a RUN_ID or BUNDLE (or --slurm-job JOBID)")
+    if nodes is None and slurm_job is None:
+        check_dirs(search_dirs)  # with --hosts / a Slurm job's nodes, --dir names the nodes' folders
+    if bundles:
+        if nodes is not None or slurm_job is not None:
+            raise DiagnoseError("--hosts/--hostfile/--slurm-job collect live; bundles were collected already")
+        evidence = evidence_from_bundles(bundles)  # first: a bad bundle is refused without waiting on the rules
         ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
+    elif slurm_job is not None or nodes is not None:
+        from diagnose.app import evidence_for_nodes, evidence_for_slurm
+        from diagnose.live.config import load_config
+        from diagnose.live.runs import check_run_id
+
+        if slurm_job is not None and nodes is not None:
+            raise DiagnoseError("--slurm-job takes the job's own nodes; leave out --hosts/--hostfile")
+        config = load_config(config_path)
+        run_id = targets[0] if targets else None
+        if run_id is not None:
+            check_run_id(run_id)
+        age = parse_age(stall_after, "stall-after")
+        from diagnose.app import log_patterns
+
+        # An ssh node's logs are searched there with the rules' patterns: the rules first.
+        ruleset = load_ruleset(rule_dirs, config.rule_dirs)
+        patterns = log_patterns(ruleset) if slurm_job is not None or any_ssh(nodes) else None
+        if slurm_job is not None:
+            from diagnose.live.slurm import check_job_id
+
+            evidence = evidence_for_slurm(check_job_id(slurm_job), run_id, config, list(search_dirs), age,
+                                          log_patterns=patterns)
+        else:
+            assert nodes is not None and run_id is not None
+            evidence = evidence_for_nodes(run_id, nodes, config, list(search_dirs), age, log_patterns=patterns)
     else:
+        target = targets[0]
         from diagnose.app import start_run
         from diagnose.live.config import load_config
         from diagnose.live.runs import check_run_id
@@ -419,45 +509,90 @@ def run_command(ctx: click.Context, target: str, formats: tuple[str, ...], fail_
                   category=sarif_category))
 
 
+def node_output(out: Path) -> Path:
+    """-o OUT/{host}: the node's own name in the path (srun fan-out: one bundle per node)."""
+    if "{host}" not in str(out):
+        return out
+    import socket
+
+    from diagnose.live.fanout import dir_name
+
+    name = dir_name(os.environ.get("SLURMD_NODENAME") or socket.gethostname())
+    return Path(str(out).replace("{host}", name))
+
+
 @main.command("collect")
-@click.argument("run_id")
+@click.argument("run_id", required=False)
 @click.option("-o", "--output", "out", type=click.Path(path_type=Path), required=True,
-              help="Bundle to write: a new directory, or a file ending in .tar.gz.")
+              help="Bundle to write: a new directory, or a file ending in .tar.gz ({host} is this node's name).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
               help="Config file (default: the nearest diagnose.toml or pyproject.toml [tool.diagnose], else the user config).")
 @search_dir_option
+@node_options
 @host_options
 @click.option("-v", "--verbose", is_flag=True, help="Show gap reasons in full.")
 @click.option("--raw", is_flag=True,
               help="Keep secrets (tokens, passwords, keys) in the copies and the manifest; by default they are masked.")
+# The srun fan-out starts `diagnose collect --node --log FILE` on every node of a job.
+@click.option("--node", "as_node", is_flag=True, hidden=True)
+@click.option("--log", "logs", multiple=True, hidden=True)
 @guarded
-def collect_command(run_id: str, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...], stall_after: str,
-                    host: str | None, exec_prefix: str | None, verbose: bool, raw: bool) -> None:
+def collect_command(run_id: str | None, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...],
+                    stall_after: str, hosts: str | None, hostfile: Path | None, slurm_job: str | None, host: str | None,
+                    exec_prefix: str | None, verbose: bool, raw: bool, as_node: bool, logs: tuple[str, ...]) -> None:
     """Save everything about RUN_ID as a bundle (logs, kernel log, tmux, GPUs, packages, ...);
     `diagnose BUNDLE` on any machine then gives the same causes. Secrets found in the copies
-    and the manifest are masked (within lines, so line numbers stay) unless --raw."""
-    from diagnose.app import collect_bundle
+    and the manifest are masked (within lines, so line numbers stay) unless --raw. With --hosts
+    or --slurm-job: one bundle with every node's part under hosts/<node>/."""
+    from diagnose.app import collect_bundle, collect_nodes_bundle
     from diagnose.evidence.safetext import visible
     from diagnose.live.config import load_config
+    from diagnose.live.runs import check_run_id
 
     config = load_config(config_path)
     if raw:
         click.echo("diagnose: warning: --raw: the bundle keeps secrets (tokens, passwords, keys) as they were; "
                    "do not share it", err=True)
+    nodes = chosen_hosts(hosts, hostfile, config_path, exec_prefix)
+    if run_id is None and slurm_job is None:
+        raise click.UsageError("give a RUN_ID (or --slurm-job JOBID)")
+    if run_id is not None:
+        check_run_id(run_id)
+    age = parse_age(stall_after, "stall-after")
+    if nodes is not None or slurm_job is not None:
+        from diagnose.live.slurm import check_job_id
+
+        if host is not None:
+            raise DiagnoseError("--host names one machine; --hosts/--hostfile/--slurm-job name several: give one or the other")
+        if slurm_job is not None and nodes is not None:
+            raise DiagnoseError("--slurm-job takes the job's own nodes; leave out --hosts/--hostfile")
+        from diagnose.app import log_patterns
+
+        # What an ssh node's part of the bundle keeps: the lines these rules may match (and head and tail).
+        patterns = log_patterns(load_ruleset((), config.rule_dirs)) if slurm_job is not None or any_ssh(nodes) else None
+        written, _top, results = collect_nodes_bundle(run_id, nodes, check_job_id(slurm_job) if slurm_job else None, config,
+                                                     list(search_dirs), out, raw=raw, stall_after=age,
+                                                     log_patterns=patterns)
+        for result in results:
+            offset = f"clock {result.clock.offset:+.3f} s" if result.clock else "clock not measured"
+            reason = f"  {visible(result.reason)}" if result.reason else ""
+            click.echo(f"  {result.name:<20} {result.status:<8} {result.seconds:6.2f} s  {offset}{reason}", err=True)
+        click.echo(f"diagnose: wrote {written} ({len(results)} node(s)); diagnose it with: diagnose {written}", err=True)
+        return
+    assert run_id is not None
+    out = node_output(out)
     remote = ruleset = None
     if host is not None or config.host:
         from diagnose.app import open_host
-        from diagnose.live.runs import check_run_id
 
-        check_run_id(run_id)
         # The logs stay where they are: the bundle keeps the lines these rules may match (and
         # the head and tail); `diagnose BUNDLE` with other rules says so.
         ruleset = load_ruleset((), config.rule_dirs)
         remote = open_host(config, host, exec_prefix)
     elif exec_prefix is not None:
         raise DiagnoseError("--exec needs --host (or target in the [host] table of the config)")
-    written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty(), raw=raw,
-                                       stall_after=parse_age(stall_after, "stall-after"), host=remote, rules=ruleset)
+    written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty() and not as_node,
+                                       raw=raw, stall_after=age, host=remote, rules=ruleset, logs=logs, node=as_node)
     for name, status in manifest.collectors.items():
         reason = f"  {visible(status.reason)}" if status.reason else ""  # reasons name paths found on disk
         if reason and not verbose and len(reason) > 120:

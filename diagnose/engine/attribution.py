@@ -5,8 +5,9 @@ log prints), when its memory cgroup is one of the run's, or by name and time: a 
 run's kind killed at or after the log's last write, while no process of the run lives on (the
 kernel kills; the log stops). It is *elsewhere* when it cannot be the run's: another cgroup than
 the run's known ones, outside the run's window, or an OOM kill of another pid than the one the
-run's own logs say died of SIGKILL. Anything else is *unattributed*: context at
-most, never the root cause.
+run's own logs say died of SIGKILL. Name and time never tie an OOM kill to a run whose every
+log ends in an exception its program raised (a SIGKILLed process prints none). Anything else
+is *unattributed*: context at most, never the root cause.
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ def attribute(event: KernelEvent, view: RunView) -> Attribution:
         # whole host, so only a victim *below* it (in a cgroup of its own) is told apart by it.
         specific = {c for c in view.cgroups if c and c != "/"}
         if event.task_memcg in specific or any(event.task_memcg.startswith(c.rstrip("/") + "/") for c in specific):
+            start, _end = view.window()
+            if event.time is not None and start is not None and event.time < start:
+                # Cgroup names come back (a Slurm job id after the controller's state was reset,
+                # a systemd scope): one that held something before the run began held another run.
+                return Attribution(ELSEWHERE, f"its memory cgroup {event.task_memcg} has the run's name, but the kill "
+                                              "came before the run started")
             return Attribution(OWN, f"its memory cgroup {event.task_memcg} is the run's")
         if specific or event.task_memcg != "/":
             return Attribution(ELSEWHERE, f"its memory cgroup {event.task_memcg} is not the run's "
@@ -56,6 +63,9 @@ def attribute(event: KernelEvent, view: RunView) -> Attribution:
     tie = _by_name_and_time(event, view)
     if tie:
         return Attribution(OWN, tie)
+    if event.kind == "oom_kill" and view.ended_by_exception:
+        return Attribution(UNATTRIBUTED, f"{event.describe()}: the run's logs end in its own exceptions, which a "
+                                         "process the kernel kills never prints")
     if not view.known and (not view.has_logs or event.time is None):
         # Captured files handed in together: with only a kernel log, or one whose clock cannot be
         # put beside the log's, there is nothing to hold the event against but the user's word.
@@ -69,6 +79,8 @@ def _by_name_and_time(event: KernelEvent, view: RunView) -> str | None:
     if event.time is None or view.last_write is None or view.alive or not view.comm_fits(event.comm):
         return None
     after = event.time - view.last_write
+    if event.kind == "oom_kill" and view.ended_by_exception:
+        return None  # the run ended by its own exception: a kill after it is a neighbour's
     if event.kind == "oom_kill":
         # A SIGKILL ends the log: the run's own kill comes at or after its last line.
         if -CLOCK_SLACK <= after <= KILL_AFTER_LAST_WRITE:

@@ -25,6 +25,7 @@ EVIDENCE_PER_CONDITION = 6
 MISSING_TEXT = {
     TextKind.LOG: "no training log was found or given",
     TextKind.DMESG: "no kernel log (dmesg) was collected or given",
+    TextKind.SLURM: "no Slurm job record (sacct / scontrol show job) was collected or given",
 }
 
 
@@ -116,7 +117,8 @@ def _text(cond: TextCondition, ctx: _Context) -> Outcome:
         EvidenceItem(
             source=scan.source.display, text=hit.text, line=hit.line_no, time=hit.time,
             rank=hit.rank if hit.rank is not None else scan.source.rank,
-            host=(split_host(hit.text)[0] or ctx.host) if scan.source.host_prefixed else ctx.host, count=count,
+            host=(split_host(hit.text)[0] or scan.source.host or ctx.host) if scan.source.host_prefixed
+            else (scan.source.host or ctx.host), count=count,
             match=hit.text[hit.span[0]:hit.span[1]] if hit.span else "",
         )
         for scan, hit, count in shown

@@ -76,6 +76,45 @@ class Check:
     detail: str
 
 
+@dataclass(frozen=True)
+class RankSummary:
+    rank: int | None
+    state: str  # root | symptom | failed | exited | finished | stopped
+    last_line: str | None = None
+    last_time: float | None = None
+    last_at: str | None = None  # source:line
+    first_error: str | None = None
+    error_time: float | None = None
+    error_at: str | None = None
+    exit_code: int | None = None
+    gpu: int | None = None  # the GPU index it ran on, where the log says (torchrun's local rank)
+
+
+@dataclass(frozen=True)
+class NodeSummary:
+    name: str
+    status: str  # ok | gap | timeout | error: whether the node answered
+    reason: str | None
+    clock_offset: float | None
+    clock_rtt: float | None
+    gpu: str  # a few words: "2 GPU(s), NVIDIA H200", "no GPU state: ..."
+    ranks: tuple[RankSummary, ...]
+    first_failure: bool = False  # the node of the run's first failure
+
+    @property
+    def first_error_time(self) -> float | None:
+        times = [r.error_time for r in self.ranks if r.error_time is not None]
+        return min(times) if times else None
+
+
+@dataclass(frozen=True)
+class FirstFailure:
+    node: str | None
+    rank: int | None
+    gpu: int | None
+    time: float | None
+    error: str
+    cause: str  # the id of the cause it is evidence of
 # ---------------------------------------------------------------- the run in time (engine/timeline.py builds it)
 
 @dataclass(frozen=True)
@@ -141,5 +180,8 @@ class Diagnosis:
     state_reason: str = ""
     # (start, where it comes from, end, where it comes from) of the run's time window
     window: tuple[float | None, str, float | None, str] = (None, "", None, "")
+    # Several nodes: each node's ranks (last line, first error, state) and the first failure.
+    nodes: list[NodeSummary] = field(default_factory=list)
+    first_failure: FirstFailure | None = None
     # The run in time (lanes per rank and node, marks): for the reports that show it; None: not built.
     timeline: Timeline | None = None

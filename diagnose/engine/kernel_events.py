@@ -78,7 +78,7 @@ def _events_of(text: TextFile) -> list[KernelEvent]:
         if _OOM_INFO.search(line):
             info = {m.group("key"): m.group("value") for m in _FIELD.finditer(line)}
             continue
-        when = kernel_time(line, text.boot_time, text.year, text.mtime)
+        when = text.on_clock(kernel_time(line, text.boot_time, text.year, text.mtime))
         match = _KILLED.search(line)
         if match:
             pid = _int(match.group("pid"))

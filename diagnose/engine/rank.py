@@ -23,7 +23,7 @@ from diagnose.engine.findings import Cause, Finding, reread_gap
 from diagnose.engine.kernel_events import KernelEvent, kernel_events
 from diagnose.engine.runview import STALL_AFTER, RunView, run_view
 from diagnose.engine.state import FINISHED, RUNNING, RunState, derive_state, state_causes
-from diagnose.engine.tracebacks import Crash, find_crashes, read_crashes
+from diagnose.engine.tracebacks import Crash, find_crashes, on_clock, read_crashes
 from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextFile, TextKind
 from diagnose.vocab import Role, Severity, is_crash_level
 
@@ -210,7 +210,7 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
     the run went on after (progress, the trainer's words for done) is a warning at most. A log
     that cannot be read again is a gap (into `gaps`).
     """
-    crashes: list[tuple[str, Crash]] = []
+    crashes: list[tuple[TextFile, Crash]] = []
     for source in evidence.texts_of(TextKind.LOG):
         try:
             found = find_crashes(source.path, source.rank)
@@ -218,18 +218,22 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
             if gaps is not None:
                 gaps.append(reread_gap(source.display, exc, "its last exception was not looked for"))
             continue
-        crashes.extend((source.display, crash) for crash in found
+        crashes.extend((source, on_clock(crash, source)) for crash in found
                        if not any((source.display, line) in recognised for line, _text in crash.lines))
-    grouped: dict[tuple[str, str], list[tuple[str, Crash]]] = {}
-    for display, crash in crashes:
-        grouped.setdefault((crash.exc_type, crash.message[:200]), []).append((display, crash))
+    grouped: dict[tuple[str, str], list[tuple[TextFile, Crash]]] = {}
+    # Several nodes: the earliest first on the one clock, so the crash that started it leads its group.
+    if any(source.host for source, _crash in crashes):
+        crashes.sort(key=lambda pair: (pair[1].time is None, pair[1].time or 0.0))
+    for source, crash in crashes:
+        grouped.setdefault((crash.exc_type, crash.message[:200]), []).append((source, crash))
     causes = []
     for (_exc_type, _message), members in grouped.items():
-        display, crash = members[0]
+        _source, crash = members[0]
         items: list[EvidenceItem] = []
-        for member_display, member in members[:4]:
+        for member_source, member in members[:4]:
             items.extend(
-                EvidenceItem(member_display, text, line, member.time if line == member.line_no else None, member.rank, evidence.run.host)
+                EvidenceItem(member_source.display, text, line, member.time if line == member.line_no else None, member.rank,
+                             member_source.host or evidence.run.host)
                 for line, text in member.lines
             )
         survived = all(member.survived for _, member in members)
@@ -292,10 +296,11 @@ def _crash_words(crash: Crash) -> tuple[str, str]:
     return f"Unrecognised exception: {summary}{worker}", f"the run raised {summary}{worker}"
 
 
-def _where(members: Sequence[tuple[str, Crash]], ranks_said: bool = False) -> str:
+def _where(members: Sequence[tuple[TextFile, Crash]], ranks_said: bool = False) -> str:
     ranks = [] if ranks_said else sorted({c.rank for _, c in members if c.rank is not None})
     threads = sorted({c.thread for _, c in members if c.thread})
-    hosts = sorted({c.host for _, c in members if c.host})
+    # A line's own host prefix (pdsh, srun -l), else the node the file came from (several merged).
+    hosts = sorted({str(c.host or s.host) for s, c in members if c.host or s.host})
     parts = ["host" + ("s " if len(hosts) > 1 else " ") + ", ".join(hosts[:6])] if hosts else []
     if ranks:
         parts.append("rank" + ("s " if len(ranks) > 1 else " ") + ", ".join(map(str, ranks)))

@@ -43,6 +43,10 @@ _KILLED_PIDS = (
 # include letters that lower() does not map to them (the dotless i, the long s); the Kelvin
 # sign lowers to k.
 _PID_GUARDS = (None, None, None, None, "return code", "worker ")
+# A traceback that tells of a signal death (a child's or the process's own) is no proof the
+# program ended by its own exception: torchrun's ChildFailedError, mp.spawn's "terminated with signal".
+_SIGNAL_DEATH = re.compile(r"SIGKILL|[Ss]ignal 9\b|exitcode: -9|\bKilled\b|ChildFailedError|SignalException|ProcessExitedException")
+ENDS_WITHIN = 5  # lines after a final traceback that still count as the log's end (a blank, a launcher's echo)
 _PYTHONISH = re.compile(r"^(?:python[0-9.]*|pt_[a-z_]+|torchrun|accelerate|deepspeed|pt_main_thread|pt_data_worker)$")
 
 
@@ -62,6 +66,9 @@ class RunView:
     has_logs: bool = False
     missing_logs: tuple[str, ...] = ()  # expected logs that do not exist (or are empty)
     killed_pids: frozenset[int] = frozenset()  # pids the logs or exit records say died of SIGKILL
+    # Every log of the run ends in an exception its program raised: a process the kernel
+    # SIGKILLs prints none, so a kill after that end is not how the run ended.
+    ended_by_exception: bool = False
     stacks: tuple[tuple[int, str], ...] = ()  # py-spy dumps of the run's live processes
     stall_after: float = STALL_AFTER
 
@@ -145,11 +152,14 @@ def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
     logs = own_logs(evidence)
     # A scan's files may be copies (a checkout, a CI artifact): their mtimes say nothing of the run.
     trust_mtime = evidence.run.mode != "scan"
-    last_write = max((t.mtime for t in logs if t.mtime is not None), default=None) if trust_mtime else None
+    last_write = max((t.on_clock(t.mtime) or 0.0 for t in logs if t.mtime is not None), default=None) if trust_mtime else None
     end_source = "the log's last write" if last_write is not None else ""
     first_time: float | None = None
+    ended_by_exception = bool(logs)
     for text in logs:
-        printed, first, last, sigkilled = _read_log(text.path, text.mtime)
+        printed, first, last, sigkilled, last_line = _read_log(text.path, text.mtime)
+        ended_by_exception = ended_by_exception and _ends_in_exception(text, last_line)
+        first, last = text.on_clock(first), text.on_clock(last)
         for pid in printed | sigkilled:
             pids.setdefault(pid, f"printed in {text.display}")
         killed.update(sigkilled)
@@ -164,7 +174,7 @@ def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
         comms=frozenset(comms), alive=alive, alive_pids=tuple(sorted(alive_pids)), start=start,
         start_source=start_source, last_write=last_write, end_source=end_source, collected_at=collected_at,
         has_logs=bool(logs), missing_logs=tuple(missing), stacks=tuple(stacks), stall_after=stall_after,
-        killed_pids=frozenset(killed),
+        killed_pids=frozenset(killed), ended_by_exception=ended_by_exception and not killed,
     )
 
 
@@ -175,13 +185,31 @@ def own_logs(evidence: Evidence) -> tuple[TextFile, ...]:
     return tuple(t for t in evidence.texts_of(TextKind.LOG) if t.display.rsplit("/", 1)[-1] not in siblings)
 
 
-def _read_log(path: Any, mtime: float | None) -> tuple[set[int], float | None, float | None, set[int]]:
-    """pids the log prints, its first and its last timestamp, and the pids it says were SIGKILLed."""
+def _ends_in_exception(text: TextFile, last_line: int) -> bool:
+    """Does the log end in an exception its own program raised (a Python traceback, not one
+    telling of a signal death)?"""
+    from diagnose.engine.tracebacks import read_crashes
+
+    if last_line <= 0:
+        return False
+    try:
+        found = read_crashes(text.path, text.rank)
+    except Exception:  # unreadable now: no claim
+        return False
+    final = max((c for c in found.every if not c.survived), key=lambda c: max(c.end_line, c.line_no), default=None)
+    if final is None or max(final.end_line, final.line_no) < last_line - ENDS_WITHIN or final.shape != "python":
+        return False
+    return not _SIGNAL_DEATH.search(" ".join([final.summary, *(line for _n, line in final.lines[-20:])]))
+
+
+def _read_log(path: Any, mtime: float | None) -> tuple[set[int], float | None, float | None, set[int], int]:
+    """pids the log prints, its first and its last timestamp, the pids it says were SIGKILLed,
+    and the number of its last line."""
     try:
         head = read_head(path, LOG_HEAD)
-        tail, _first_line = read_tail(path, LOG_TAIL)
+        tail, first_line = read_tail(path, LOG_TAIL)
     except Exception:  # a log the scanner read but we cannot re-read: nothing more to learn here
-        return set(), None, None, set()
+        return set(), None, None, set(), 0
     text = strip_ansi(tail).decode("utf-8", errors="replace")
     # year-less times (glog, ts) take their year from the log's own dates, else its mtime
     clock = log_clock(strip_ansi(head).decode("utf-8", errors="replace"), text[-64 * 1024:], mtime)
@@ -197,7 +225,8 @@ def _read_log(path: Any, mtime: float | None) -> tuple[set[int], float | None, f
         last = log_time(line, clock.year, clock.not_after)
         if last is not None:
             break
-    return printed, first, last, sigkilled
+    last_line = first_line + tail.rstrip(b"\n").count(b"\n") if tail.strip() else 0
+    return printed, first, last, sigkilled, last_line
 
 
 def _pid_matches(pattern: re.Pattern[str], guard: str | None, text: str, lowered: str) -> Iterator[re.Match[str]]:

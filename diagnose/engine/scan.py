@@ -752,15 +752,16 @@ class Scanner:
             window_at = -1
             if moment is None and is_log:
                 if look_back or done + line_start >= _CONTEXT_BYTES:
-                    moment = _time_in(_window(buf, line_start, context), dates)
+                    moment = source.on_clock(_time_in(_window(buf, line_start, context), dates))
                 else:  # the look-back reaches into the part before: the merge finishes it
                     window_at = done + line_start
             summary.first.append(_First(base + newlines, text, moment, rank, match, shift, window_at))
 
     def _time(self, text: str, source: TextFile, clock: LogClock) -> float | None:
+        """The line's time on the report's clock (its host's clock, less that host's offset)."""
         if self.kind is TextKind.DMESG:
-            return kernel_time(text, source.boot_time, clock.year or source.year, clock.not_after)
-        return log_time(text, clock.year, clock.not_after)
+            return source.on_clock(kernel_time(text, source.boot_time, clock.year or source.year, clock.not_after))
+        return source.on_clock(log_time(text, clock.year, clock.not_after))
 
     # -- the parts of a file, in order
 
@@ -783,7 +784,8 @@ class Scanner:
                         if summary.count < KEEP:
                             moment = first.time
                             if first.window_at >= 0:
-                                moment = _time_in((context + part.head[: first.window_at])[-_CONTEXT_BYTES:], clock)
+                                moment = source.on_clock(
+                                    _time_in((context + part.head[: first.window_at])[-_CONTEXT_BYTES:], clock))
                             summary.add(LineHit(line + first.line, first.text, moment, rank, _captures(first.match),
                                                 _span(first.match, first.shift)))
                         else:

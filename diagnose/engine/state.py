@@ -113,7 +113,7 @@ def _last_lines(evidence: Evidence) -> tuple[EvidenceItem, ...]:
             continue
         lines = strip_ansi(data).decode("utf-8", errors="replace").splitlines()
         numbered = [(first + i, line) for i, line in enumerate(lines) if line.strip()]
-        items.extend(EvidenceItem(text.display, line.rstrip()[:2000], no, None, text.rank, evidence.run.host)
+        items.extend(EvidenceItem(text.display, line.rstrip()[:2000], no, None, text.rank, text.host or evidence.run.host)
                      for no, line in numbered[-LAST_LINES:])
     return tuple(items)
 

@@ -69,7 +69,7 @@ class _FileLines:
         """The file's mtime, when it can be the time of its last line: collected from the run (a
         live run, a bundle) or, for loose files, no more than MTIME_SLACK after its last timestamp
         (a log copied out of CI has its copy's time)."""
-        mtime = self.source.mtime
+        mtime = self.source.on_clock(self.source.mtime)  # on the report's clock (its node's offset)
         if mtime is None:
             return None
         if self.times:
@@ -116,6 +116,7 @@ def _scan_logs(logs: Sequence[TextFile], host: str | None, hosts: int, has_ranks
     early: set[str] = set()
     tail_bytes = max(MIN_TAIL, TAIL_BUDGET // max(len(logs), 1))
     for source in logs:
+        node = source.host or host  # several nodes: each file's own
         try:
             lines = _read(source, tail_bytes)
         except Exception:  # a log we scanned but cannot re-read adds nothing to the timeline
@@ -127,9 +128,9 @@ def _scan_logs(logs: Sequence[TextFile], host: str | None, hosts: int, has_ranks
             rank = line_rank(text, source.rank)
             if rank is not None:
                 ranks.add(rank)
-            key = _lane_key(rank, host, hosts, has_ranks or rank is not None)
+            key = _lane_key(rank, node, hosts, has_ranks or rank is not None)
             keyed.append((key, rank))
-            moment = log_time(text, source.year)
+            moment = source.on_clock(log_time(text, source.year))
             if moment is not None:
                 info.numbers.append(line_no)
                 info.times.append(moment)
@@ -143,11 +144,12 @@ def _scan_logs(logs: Sequence[TextFile], host: str | None, hosts: int, has_ranks
             if not wanting:
                 break
             if key in wanting and own_output(text):
-                last_own.setdefault(key, []).append(LogLine(source.display, line_no, text, rank, source.year))
+                last_own.setdefault(key, []).append(LogLine(source.display, line_no, text, rank, source.year, source.host,
+                                                            source.clock_offset))
                 wanting.discard(key)
         last_write = info.last_write()
         if last_write is not None and lines and source.rank is not None:
-            own_file = _lane_key(source.rank, host, hosts, has_ranks)
+            own_file = _lane_key(source.rank, node, hosts, has_ranks)
             activity.setdefault(own_file, []).append(last_write)
     return activity, files, last_own, ranks, early
 
@@ -159,7 +161,13 @@ def build_timeline(evidence: Evidence, causes: Sequence[Cause], events: Sequence
     """The run in time. Empty lanes (nothing timed, nothing failed) are left out."""
     host = evidence.run.host
     item_hosts = {item.host for cause in causes for item in cause.evidence if item.host}
-    hosts = len(item_hosts | ({host} if host else set()))
+    text_hosts = {t.host for t in evidence.texts if t.host}  # several nodes merged
+    hosts = len(item_hosts | text_hosts) if text_hosts else len(item_hosts | ({host} if host else set()))
+    by_display = {t.display: t for t in evidence.texts}
+
+    def host_of(display: str) -> str | None:
+        text = by_display.get(display)
+        return text.host if text is not None and text.host else host
     logs = own_logs(evidence)
     log = run_log(evidence)
     has_ranks = bool(log.ranks) or any(t.rank is not None for t in logs)
@@ -179,7 +187,7 @@ def build_timeline(evidence: Evidence, causes: Sequence[Cause], events: Sequence
     last_lines: dict[str, Mark] = {}
     for key, candidates in last_own.items():
         for line in candidates:
-            moment, approx = place(line.source, line.line_no, log_time(line.text, line.year))
+            moment, approx = place(line.source, line.line_no, line.time)
             mark = Mark(LAST_LINE, key, moment, _bare(line.body), line.text, line.source, line.line_no, approx)
             held = last_lines.get(key)
             # The latest; at the same time (a line in the console log and in the rank's own
@@ -192,8 +200,8 @@ def build_timeline(evidence: Evidence, causes: Sequence[Cause], events: Sequence
     for rank, records in verdict.timed_out.items():
         record = records[0]
         what = f"{record.op} #{record.seq}" if record.op and record.seq is not None else (record.op or "collective")
-        moment, approx = place(record.line.source, record.line.line_no, log_time(record.line.text, record.line.year))
-        marks.append(Mark(TIMEOUT, key_of(rank), moment, f"watchdog timeout ({what})", record.line.text,
+        moment, approx = place(record.line.source, record.line.line_no, record.line.time)
+        marks.append(Mark(TIMEOUT, key_of(rank, record.line.host), moment, f"watchdog timeout ({what})", record.line.text,
                           record.line.source, record.line.line_no, approx))
     # Exits: torchelastic's summary (per rank, with its time), exit records.
     exits: dict[str, str] = {}
@@ -203,16 +211,19 @@ def build_timeline(evidence: Evidence, causes: Sequence[Cause], events: Sequence
         source, found = summary
         last_no = max((no for f in found.failures for no, _text in f.lines), default=found.line_no)
         in_summary.update((source, no) for no in range(found.line_no, last_no + 1))
+        summary_text = by_display.get(source)
         for failure in found.failures:
-            lane = key_of(failure.rank)
+            lane = key_of(failure.rank, host_of(source))
             words = _exit_words(failure.exitcode, failure.signal)
             exits[lane] = words
             moment = log_time(failure.time.replace("_", " ")) if failure.time else None
+            if summary_text is not None:
+                moment = summary_text.on_clock(moment)
             at = failure.lines[0][0] if failure.lines else failure.line_no
             said = failure.error_raw or failure.error or words
             marks.append(Mark(EXIT, lane, moment, words, said, source, at, moment is None))
     for exit_record in evidence.exits or ():
-        lane = key_of(exit_record.rank)
+        lane = key_of(exit_record.rank, exit_record.host)
         if lane in exits and exit_record.rank is not None:
             continue
         words = _exit_words(exit_record.code, exit_record.signal)
@@ -226,7 +237,8 @@ def build_timeline(evidence: Evidence, causes: Sequence[Cause], events: Sequence
         inside = event.time is None or ((start is None or event.time >= start) and (end is None or event.time <= end))
         if verdict_of.verdict != OWN and (verdict_of.verdict == ELSEWHERE or not inside):
             continue
-        kernel = f"kernel {host}" if hosts > 1 and host else "kernel"
+        node = host_of(event.source)
+        kernel = f"kernel {node}" if hosts > 1 and node else "kernel"
         marks.append(Mark(KERNEL_KINDS.get(event.kind, event.kind), kernel, event.time, event.describe(), event.text,
                           event.source, event.line, own=verdict_of.verdict == OWN))
     # Errors: the evidence of the causes, on the lane of its rank.
@@ -260,8 +272,12 @@ def _assemble(marks: list[Mark], activity: dict[str, list[float]], last_lines: d
     start = min(times)
     end = max(max(times), max(own_times, default=start))
     keys = {m.lane for m in marks} | set(last_lines) | {k for k, ts in activity.items() if ts}
-    keys |= {_lane_key(r, host, hosts, has_ranks) for r in ranks}
-    lagging_keys = {_lane_key(r, host, hosts, has_ranks) for r in lagging}
+    # A rank seen only in passing (a summary, an exit record) joins its lane; with several nodes
+    # that lane is named by its node, so a rank that has one already gets no second one.
+    present = {_parse_key(k, host)[1] for k in keys if _parse_key(k, host)[0] == "rank"}
+    keys |= {_lane_key(r, host, hosts, has_ranks) for r in ranks if r not in present}
+    lagging_set = set(lagging)
+    lagging_keys = {k for k in keys if _parse_key(k, host)[0] == "rank" and _parse_key(k, host)[1] in lagging_set}
     by_lane: dict[str, list[Mark]] = {}
     marks = [m if m.time is not None or m.kind != EXIT else replace(m, time=end, approx=True) for m in marks]
     for mark in sorted(marks, key=lambda m: (m.time is None, m.time or 0.0, m.kind == ERROR, m.line or 0)):

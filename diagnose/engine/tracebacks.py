@@ -19,6 +19,7 @@ trainer's words for done: lines.progress_of): a survived error is not how the ru
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from bisect import bisect_right
@@ -35,6 +36,7 @@ from diagnose.evidence.lines import (
     split_prefix,
     strip_ansi,
 )
+from diagnose.evidence.model import TextFile
 from diagnose.evidence.textio import read_tail
 
 TAIL_BYTES = 4 * 1024 * 1024
@@ -218,6 +220,13 @@ def _moved_after(marks: list[tuple[int, tuple[str, str]]], line_no: int) -> bool
 
 _CACHE: dict[tuple[str, int | None, int, int, int], LogCrashes] = {}
 _CACHE_SIZE = 16
+
+
+def on_clock(crash: Crash, source: TextFile) -> Crash:
+    """The crash with its time on the report's clock (its file's host may run ahead or behind)."""
+    if not source.clock_offset or crash.time is None:
+        return crash
+    return dataclasses.replace(crash, time=source.on_clock(crash.time))
 
 
 def read_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAIL_BYTES) -> LogCrashes:

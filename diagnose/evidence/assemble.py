@@ -15,6 +15,7 @@ from diagnose.evidence.model import (
     ExitRecord,
     FileKind,
     Gap,
+    HostInfo,
     MetricSeries,
     Packages,
     RunInfo,
@@ -60,7 +61,9 @@ def evidence_from_files(entries: Sequence[FileEntry], boot_time: float | None = 
             continue
         if kind.also_scanned:  # its lines are evidence too (rules quote them with line numbers)
             year = time.localtime(mtime).tm_year if mtime else None
-            texts.append(TextFile(TextKind.LOG, location, display, rank, mtime, None, year))
+            # Slurm's accounting is the job's record, not a log of the run: `slurm:` conditions read it.
+            as_text = TextKind.SLURM if kind is FileKind.SACCT else TextKind.LOG
+            texts.append(TextFile(as_text, location, display, rank, mtime, None, year))
         if kind is FileKind.NCCL_TRACE:
             from diagnose.evidence.parsers.flightrec import read_flight_record
 
@@ -187,6 +190,40 @@ def _parse_one(kind: FileKind, content: str, display: str, rank: int | None) -> 
     return None
 
 
+def on_host(evidence: Evidence, info: HostInfo) -> Evidence:
+    """One node's evidence, tagged for a merge with other nodes': every text, exit record and gap
+    names the node, texts are named `node:path` (two nodes' logs/train.log stay apart), and the
+    node's clock offset goes with each text so its times land on the one clock of the report."""
+    offset = info.clock_offset or 0.0
+    texts = tuple(replace(t, host=info.name, clock_offset=offset, display=f"{info.name}:{t.display}") for t in evidence.texts)
+    exits = None
+    if evidence.exits is not None:
+        exits = tuple(replace(e, host=e.host or info.name, time=e.time - offset if e.time is not None else None)
+                      for e in evidence.exits)
+    gaps = tuple(Gap(g.source, f"{info.name}: {g.reason}") for g in evidence.gaps)
+    notes = tuple(f"{info.name}: {n}" for n in evidence.notes)
+    return replace(evidence, texts=texts, exits=exits, gaps=gaps, notes=notes, hosts=(replace(info, gpu=evidence.gpu),))
+
+
+def merge_hosts(parts: Sequence[tuple[HostInfo, Evidence | None]], run: RunInfo) -> Evidence:
+    """The nodes of one run as one Evidence: texts, exits and gaps of every node that answered
+    (tagged by on_host); a node that did not is a gap naming it. Single-valued facts (identity,
+    tmux, process) are the first node's that has them; each node's GPU state stays in `hosts`."""
+    merged: Evidence | None = None
+    infos: list[HostInfo] = []
+    gaps: list[Gap] = []
+    for info, evidence in parts:
+        if evidence is None:
+            infos.append(info)
+            gaps.append(Gap("host", f"{info.name}: {info.reason or info.status}"))
+            continue
+        tagged = on_host(evidence, info)
+        infos.append(tagged.hosts[0])
+        merged = tagged if merged is None else merge(merged, tagged)
+    base = merged or Evidence(run=run)
+    return replace(base, run=run, gaps=base.gaps + tuple(gaps), hosts=tuple(infos))
+
+
 def merge(first: Evidence, second: Evidence) -> Evidence:
     """Evidence from several inputs: texts add up; for single-valued facts the first wins."""
     packages = first.packages
@@ -201,4 +238,6 @@ def merge(first: Evidence, second: Evidence) -> Evidence:
         tmux=first.tmux or second.tmux, files=first.files if first.files is not None else second.files,
         checkpoints=first.checkpoints or second.checkpoints, process=first.process or second.process, exits=exits,
         gaps=first.gaps + second.gaps, notes=first.notes + second.notes, metrics=metrics,
+        stats=dict(first.stats) or dict(second.stats), identity=first.identity or second.identity,
+        hosts=first.hosts + second.hosts,
     )

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from diagnose import __version__
 from diagnose.errors import InputError
 from diagnose.evidence.jsoncheck import problem
-from diagnose.evidence.model import Evidence, ExitRecord, FileKind, Gap, RunInfo
+from diagnose.evidence.model import Evidence, ExitRecord, FileKind, Gap, HostInfo, RunInfo
 from diagnose.evidence.tempdirs import private_tempdir
 from diagnose.evidence.tempdirs import remove as remove_tempdir
 
@@ -70,6 +70,10 @@ class Manifest:
     exits: list[dict[str, Any]] | None = None
     gaps: list[dict[str, str]] = field(default_factory=list)
     identity: dict[str, Any] | None = None  # RunIdentity.to_json(): which run, and where each part came from
+    # A multi-host bundle: one entry per node ({name, dir, status, reason, clock_offset, clock_rtt,
+    # collected_at, seconds}); each node that answered is a whole bundle of its own under `dir`
+    # (hosts/<name>/manifest.json and its files). None: a bundle of one host (the old layout).
+    hosts: list[dict[str, Any]] | None = None
     launch: dict[str, Any] | None = None  # the record `diagnose launch` wrote (live/records.py), as it was
 
     def to_json(self) -> dict[str, Any]:
@@ -285,6 +289,7 @@ def read_manifest(root: Path, label: str | None = None) -> Manifest:
         gaps=[{"source": str(g.get("source", "?")), "reason": str(g.get("reason", "?"))} for g in data.get("gaps") or []]
         + gaps,
         identity=_checked_identity(data.get("identity"), where),
+        hosts=data.get("hosts"),
         launch=data.get("launch"),
     )
 
@@ -315,7 +320,80 @@ def open_bundle(path: Path) -> tuple[Path, Manifest]:
 
 def evidence_from_bundle(path: Path) -> Evidence:
     root, manifest = open_bundle(path)
-    where = f"bundle {path}: {MANIFEST}"
+    if manifest.hosts is not None:
+        return _multi_host(path, root, manifest)
+    return _one_host(path, root, manifest)
+
+
+def host_info(entry: Mapping[str, Any]) -> HostInfo:
+    """A manifest's hosts[] entry as a HostInfo (the schema has checked its types)."""
+    return HostInfo(str(entry["name"]), str(entry.get("status") or "ok"), entry.get("reason"), entry.get("clock_offset"),
+                    entry.get("clock_rtt"), entry.get("collected_at"), entry.get("seconds"))
+
+
+def _multi_host(path: Path, root: Path, manifest: Manifest) -> Evidence:
+    """Every node's part of a multi-host bundle, merged on one clock; a node that did not answer is a gap."""
+    from diagnose.evidence.assemble import merge, merge_hosts
+
+    parts: list[tuple[HostInfo, Evidence | None]] = []
+    for index, entry in enumerate(manifest.hosts or ()):
+        info = host_info(entry)
+        folder = entry.get("dir")
+        if not folder:
+            parts.append((info, None))
+            continue
+        where = f"bundle {path}: {MANIFEST}: hosts[{index}].dir"
+        node_root = _inside(root, str(folder), where)
+        try:
+            usable = node_root.is_dir() and node_root.resolve().is_relative_to(root.resolve())
+        except (OSError, RuntimeError):
+            usable = False
+        if not usable:
+            raise InputError(f"{where}: lists {folder!r} but the bundle has no such folder")
+        node_manifest = read_manifest(node_root, f"{path} ({folder})")
+        parts.append((info, _one_host(path, node_root, node_manifest, label=f"{path} ({folder})")))
+    run = manifest.run
+    run_info = RunInfo(id=str(run.get("id") or path.name), mode="bundle", host=run.get("host"),
+                       collected_at=run.get("collected_at"), launcher=run.get("launcher"), inputs=(str(path),))
+    merged = merge_hosts(parts, run_info)
+    # What belongs to no one node (the Slurm job's record), its gaps and notes: the top manifest's.
+    job = _one_host(path, root, manifest)
+    return replace(merge(merged, job), run=run_info, identity=merged.identity or job.identity)
+
+
+def evidence_from_bundles(paths: Sequence[Path]) -> Evidence:
+    """Several bundles of one run (a CI that collected on every node): one Evidence, each bundle
+    a node named by the host it was collected on. Clock offsets between them were not measured."""
+    if len(paths) == 1:
+        return evidence_from_bundle(paths[0])
+    from diagnose.evidence.assemble import merge, merge_hosts
+
+    parts: list[tuple[HostInfo, Evidence | None]] = []
+    already: list[Evidence] = []  # multi-host bundles: their nodes are tagged already
+    names: set[str] = set()
+    for path in paths:
+        evidence = evidence_from_bundle(path)
+        if evidence.hosts:
+            already.append(evidence)
+            names.update(h.name for h in evidence.hosts)
+            continue
+        name = evidence.run.host or path.name
+        if name in names:  # two bundles of one host name (collected on the same machine): keep them apart
+            name = f"{name}~{path.name}"
+        names.add(name)
+        parts.append((HostInfo(name, collected_at=evidence.run.collected_at), evidence))
+    first = (already[0] if already else parts[0][1])
+    assert first is not None
+    run = replace(first.run, inputs=tuple(str(p) for p in paths), mode="bundle")
+    merged = merge_hosts(parts, run) if parts else None
+    for evidence in already:
+        merged = evidence if merged is None else merge(merged, evidence)
+    assert merged is not None
+    return replace(merged, run=run)
+
+
+def _one_host(path: Path, root: Path, manifest: Manifest, label: str | None = None) -> Evidence:
+    where = f"bundle {label or path}: {MANIFEST}"
     entries = []
     members: dict[Path, str] = {}  # where a file was unpacked -> its path inside the bundle
     resolved_root = root.resolve()
@@ -403,7 +481,8 @@ def _section(data: Any, name: str, gaps: list[Gap], decode: Callable[[Any], T]) 
         return None
 
 
-def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | bytes], raw: bool = False) -> Path:
+def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | bytes], raw: bool = False,
+                 nodes: Mapping[str, Manifest] | None = None) -> Path:
     """Write a bundle: `copies` maps bundle-relative paths to source files or raw bytes.
 
     Bundles get attached to issues and shared: unless raw, every file is written masked
@@ -415,6 +494,9 @@ def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | byte
     else a directory. Either is built under a temp name beside OUT and renamed into place at
     the end, so a failure leaves no half bundle; the only things ever removed are those temp
     paths, made here. OUT itself must not exist yet (or be an empty directory, for a folder).
+
+    `nodes` (a multi-host bundle): folder -> that node's own manifest, written (masked the same
+    way) as FOLDER/manifest.json beside the node's files.
     """
     archive = out.name.lower().endswith((".tar.gz", ".tgz"))
     target = Path(os.path.abspath(out))  # abspath: 'x/..' and 'dir/' name the folder they mean
@@ -426,10 +508,12 @@ def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | byte
     elif target.exists() or target.is_symlink():
         raise InputError(f"{out}: already exists; choose a new output path (collect never overwrites)")
     data = manifest.to_json()
+    node_data = {folder: node.to_json() for folder, node in (nodes or {}).items()}
     if not raw:
         from diagnose.evidence.redact import mask_bytes, mask_file, redact, scrub
 
         data = scrub(data)
+        node_data = {folder: scrub(value) for folder, value in node_data.items()}
     umask = os.umask(0o022)
     os.umask(umask)
     made: list[Path] = []  # exactly the temp paths made here, removed on every way out
@@ -452,6 +536,10 @@ def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | byte
                 where = relative if isinstance(source, bytes) else source
                 raise InputError(f"{where}: cannot copy into the bundle ({exc})") from None
         (stage / MANIFEST).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+        for folder, value in node_data.items():
+            location = _inside(stage, folder, f"{out}: node folder") / MANIFEST
+            location.parent.mkdir(parents=True, exist_ok=True)
+            location.write_text(json.dumps(value, indent=1, sort_keys=False) + "\n", encoding="utf-8")
         if archive:
             fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
             made.append(Path(tmp_name))

@@ -19,6 +19,7 @@ class TextKind(str, Enum):
 
     LOG = "log"
     DMESG = "dmesg"
+    SLURM = "slurm"  # Slurm's own record of a job: sacct --parsable2 lines, `scontrol show job`
 
 
 class FileKind(str, Enum):
@@ -30,6 +31,7 @@ class FileKind(str, Enum):
     NVML = "nvml"
     PACKAGES = "packages"
     ELASTIC_ERROR = "elastic-error"
+    SLURM = "slurm"
     # Files ML runs and their schedulers leave (read when named and inside scanned folders):
     K8S_POD = "k8s-pod"  # kubectl get pod -o json: container states, exit codes, OOMKilled
     SACCT = "sacct"  # Slurm accounting: State, ExitCode per job and step
@@ -45,6 +47,8 @@ class FileKind(str, Enum):
             return TextKind.LOG
         if self is FileKind.DMESG:
             return TextKind.DMESG
+        if self is FileKind.SLURM:
+            return TextKind.SLURM
         return None
 
     @property
@@ -65,6 +69,14 @@ class TextFile:
     mtime: float | None = None
     boot_time: float | None = None  # dmesg only: wall time of boot, to place [secs] on the clock
     year: int | None = None  # syslog-style kernel logs carry no year
+    host: str | None = None  # the node it came from (several hosts merged); None: the run's host
+    # Seconds that host's clock was ahead of the collecting machine's (measured at collection):
+    # every time read from this file (its lines, mtime, boot time) is moved back by it.
+    clock_offset: float = 0.0
+
+    def on_clock(self, moment: float | None) -> float | None:
+        """A time read from this file (on its host's clock), on the one clock of the report."""
+        return moment - self.clock_offset if moment is not None and self.clock_offset else moment
     # Read from a bundle: the bundle (as given) and the file's path inside it; reports that link
     # to files (SARIF) name the file by these, the host path (display) kept beside.
     bundle: str | None = None
@@ -111,6 +123,7 @@ class ExitRecord:
     pid: int | None = None
     message: str = ""
     time: float | None = None  # when it failed, where the record says (torchelastic error files do)
+    host: str | None = None  # the node it was recorded on (several hosts merged)
 
     JSON_KEYS: ClassVar[tuple[str, ...]] = ("source", "code", "signal", "rank", "pid", "message", "time")
 
@@ -181,6 +194,20 @@ class Gap:
 
 
 @dataclass(frozen=True)
+class HostInfo:
+    """One node of a multi-host collection: whether it answered, and how far its clock was off."""
+
+    name: str
+    status: str = "ok"  # ok | gap | timeout | error
+    reason: str | None = None
+    clock_offset: float | None = None  # seconds its clock was ahead of the collector's; None: not measured
+    clock_rtt: float | None = None  # round trip of the measurement: the offset is good to half of it
+    collected_at: float | None = None
+    seconds: float | None = None
+    gpu: GpuState | None = None  # that node's GPU state (Evidence.gpu holds the first node's)
+
+
+@dataclass(frozen=True)
 class RunInfo:
     id: str
     mode: str  # "scan" | "bundle" | "live"
@@ -211,6 +238,8 @@ class Evidence:
     identity: RunIdentity | None = None
     # Training metrics from files the run wrote; None: no such file was read (metric rules skip).
     metrics: tuple[MetricSeries, ...] | None = None
+    # The nodes of a multi-host collection or of several bundles merged; () for one host.
+    hosts: tuple[HostInfo, ...] = ()
 
     def texts_of(self, kind: TextKind) -> tuple[TextFile, ...]:
         return tuple(t for t in self.texts if t.kind is kind)

@@ -149,6 +149,9 @@ def kind_from_content(text: str) -> FileKind:
         return by_json
     if looks_like_sacct(text):  # before the package lists: its dashes line reads like pip list's
         return FileKind.SACCT
+    head = text[:4000].lstrip()
+    if head.startswith("JobId=") and "JobState=" in head:
+        return FileKind.SLURM  # scontrol show job (evidence/parsers/slurm.py)
     lines = [line for line in text.splitlines()[:80] if line.strip()]
     if lines:
         kernel = sum(1 for line in lines if _DMESG_LINE.match(line) or _SYSLOG_KERNEL.match(line))

@@ -207,6 +207,17 @@ class Host(ABC):
         except PermissionError:
             return True
 
+    def clock(self, timeout: float) -> float | None:
+        """The host's wall clock now, read there (`date +%s.%N`): the fan-out measures each node's
+        offset against this machine's clock with it. None when it cannot be read."""
+        result = self.run(["date", "+%s.%N"], timeout)
+        if not result.ok:
+            return None
+        try:
+            return float(result.out.strip())
+        except ValueError:
+            return None
+
     # /proc of one process. Not abstract: a host that cannot look returns None ("not known").
     # Every one tolerates a process that vanished meanwhile (None).
 

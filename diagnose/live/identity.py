@@ -45,7 +45,7 @@ def build_identity(spec: RunSpec, manifest: Manifest, collected_at: float) -> Ru
         inferred.append(f"launcher {launcher.kind}: {launcher.source}")
     identity = RunIdentity(
         id=spec.id, host=spec.host.name, mode="live", collected_at=collected_at, logs=tuple(logs),
-        processes=processes, cgroups=tuple(dict.fromkeys(p.cgroup for p in processes if p.alive and p.cgroup)),
+        processes=processes, cgroups=tuple(dict.fromkeys([*(p.cgroup for p in processes if p.alive and p.cgroup), *spec.cgroups])),
         launcher=launcher, window=_window(spec, manifest, processes, logs, collected_at),
         interpreter=_interpreter(spec, live_python), last_output=_last_output(spec.host, logs, collected_at),
         checkpoint_dir=spec.checkpoint_dir, inferred=tuple(inferred),

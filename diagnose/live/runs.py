@@ -71,6 +71,7 @@ class RunSpec:
     kernel_logs: list[str] = field(default_factory=lambda: ["/var/log/kern.log", "/var/log/messages"])
     launcher: str | None = None
     launcher_source: str = ""
+    cgroups: list[str] = field(default_factory=list)  # the run's cgroups its launcher names (a Slurm job's)
     started_at: float | None = None
     last_activity: float | None = None
     looked: list[str] = field(default_factory=list)  # where discovery looked, for "nothing found"

@@ -135,6 +135,21 @@ class Remote:
         return str(self.target) + (f" ({shlex.join(self.exec_prefix)})" if self.exec_prefix else "")
 
 
+def remote_for(target: str, table: Mapping[str, object], exec_prefix: str | None = None) -> Remote:
+    """How to reach TARGET: the exec prefix (--exec, else the table's), ssh options, config file
+    and time limits of the config's [host] table (one machine's, or every node's of --hosts)."""
+    options = table.get("ssh_options") or ()
+    config_file = table.get("ssh_config")
+    return Remote(
+        target=parse_target(target),
+        exec_prefix=parse_exec(exec_prefix if exec_prefix is not None else table.get("exec")),  # type: ignore[arg-type]
+        options=check_options(options, "[host] ssh_options"),  # type: ignore[arg-type]
+        config_file=str(config_file) if config_file else None,
+        connect_timeout=float(table.get("connect_timeout") or CONNECT_TIMEOUT),  # type: ignore[arg-type]
+        scan_timeout=float(table.get("scan_timeout") or 300.0),  # type: ignore[arg-type]
+    )
+
+
 def check_options(options: Sequence[str], where: str) -> tuple[str, ...]:
     for option in options:
         if not isinstance(option, str) or not _OPTION.match(option):

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from diagnose import __version__
-from diagnose.engine.findings import Cause, Diagnosis
+from diagnose.engine.findings import Cause, Diagnosis, NodeSummary
 from diagnose.evidence.model import EvidenceItem
 
 SCHEMA_VERSION = 1
@@ -39,6 +39,31 @@ def cause_json(cause: Cause) -> dict[str, Any]:
     }
 
 
+def iso_ms(moment: float | None) -> str | None:
+    """To the millisecond: the ranks of several nodes fail within a second of each other."""
+    if moment is None:
+        return None
+    return datetime.fromtimestamp(moment, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def node_json(node: NodeSummary) -> dict[str, Any]:
+    return {
+        "name": node.name, "status": node.status, "reason": node.reason, "clock_offset": node.clock_offset,
+        "clock_rtt": node.clock_rtt, "gpu": node.gpu, "first_failure": node.first_failure,
+        "ranks": [{"rank": r.rank, "state": r.state, "last_line": r.last_line, "last_time": iso_ms(r.last_time),
+                   "last_at": r.last_at, "first_error": r.first_error, "error_time": iso_ms(r.error_time),
+                   "error_at": r.error_at, "exit_code": r.exit_code, "gpu": r.gpu} for r in node.ranks],
+    }
+
+
+def first_failure_json(diagnosis: Diagnosis) -> dict[str, Any] | None:
+    first = diagnosis.first_failure
+    if first is None:
+        return None
+    return {"node": first.node, "rank": first.rank, "gpu": first.gpu, "time": iso_ms(first.time), "error": first.error,
+            "cause": first.cause}
+
+
 def run_json(diagnosis: Diagnosis) -> dict[str, Any]:
     """The run as the tool understood it: identity (where each part came from), state, window."""
     run = diagnosis.evidence.run
@@ -63,6 +88,8 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
         "elsewhere": [cause_json(c) for c in diagnosis.elsewhere],
         "gaps": [{"source": g.source, "reason": g.reason} for g in diagnosis.gaps],
         "skipped": [{"rule": s.rule_id, "reason": s.reason} for s in diagnosis.skipped],
+        "nodes": [node_json(n) for n in diagnosis.nodes],
+        "first_failure": first_failure_json(diagnosis),
         "notes": list(diagnosis.evidence.notes),
         "stats": diagnosis.stats,
     }

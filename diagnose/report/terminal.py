@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, Protocol
 
 from diagnose.engine.findings import Cause, Diagnosis, Lane, Mark, Timeline
-from diagnose.evidence.model import EvidenceItem
+from diagnose.evidence.model import EvidenceItem, TextKind
 from diagnose.report._common import partition, state_words, verdict
 from diagnose.report._layout import Line, Span, cut, table, wrap
 from diagnose.vocab import Severity, relaunch_advice
@@ -138,10 +138,16 @@ def _identity(page: _Page, diagnosis: Diagnosis) -> None:
     identity = diagnosis.evidence.identity
     host = (identity.host if identity is not None else None) or run.host
     launcher = identity.launcher.kind if identity is not None and identity.launcher.kind != "unknown" else run.launcher
+    nodes = diagnosis.evidence.hosts or ()
+    if len(nodes) > 1:  # one node's identity is not the run's: the Nodes section tells each
+        answered = sum(1 for n in nodes if n.status == "ok")
+        host, identity = f"{answered} of {len(nodes)} nodes answered", None
+    else:
+        host = f"host {host}" if host else ""
     head: list[Span] = [(run.id, "bold")]
     if diagnosis.state:
         head += [("  ", ""), (state_words(diagnosis.state), STATE_STYLE.get(diagnosis.state, "bold"))]
-    facts = [f"host {host}" if host else "", f"launcher {launcher}" if launcher else "",
+    facts = [host, f"launcher {launcher}" if launcher else "",
              run.mode + (f" {', '.join(run.inputs)}" if run.inputs and run.mode != "live" else "")]
     for fact in filter(None, facts):
         head += [("  ·  ", "dim"), (fact, "")]
@@ -157,7 +163,13 @@ def _identity(page: _Page, diagnosis: Diagnosis) -> None:
             span += _clock(end) or "?"
         how = f" ({_duration(end - start)}; " if start is not None and end is not None else " ("
         page.field("window", [(span, ""), (f"{how}{start_source or '?'} → {end_source or '?'})", "dim")])
-    if identity is None:
+    if len(nodes) > 1:
+        logs = diagnosis.evidence.texts_of(TextKind.LOG)
+        for text in logs[:6]:
+            page.field("log", [(text.display, "cyan")])
+        if len(logs) > 6:
+            page.field("", [(f"… {len(logs) - 6} more logs", "dim")])
+    elif identity is None:
         _facts(page, diagnosis)
     else:
         for log in identity.logs[:4]:
@@ -181,7 +193,7 @@ def _identity(page: _Page, diagnosis: Diagnosis) -> None:
     stats = diagnosis.stats
     page.field("scanned", [(f"{stats.get('rules', '?')} rules · {stats.get('files_scanned', 0)} file(s) · "
                             f"{stats.get('lines_scanned', 0):,} lines in {stats.get('seconds', 0)} s", "dim")])
-    remote = _remote(stats.get("remote"))
+    remote = _remote(stats.get("remote")) if len(nodes) <= 1 else None
     if remote:
         page.field("remote", [(remote, "dim")])
 
@@ -236,6 +248,40 @@ def _ranks(page: _Page, timeline: Timeline) -> None:
         notes.append("~ time of the file's last write or of an earlier line")
     if notes:
         page.para([("; ".join(notes), "dim")], first="  ")
+    page.blank()
+
+
+def _offset(seconds: float | None, rtt: float | None) -> str:
+    if seconds is None:
+        return "clock offset not measured"
+    return f"clock {seconds:+.3f} s" + (f" (±{rtt / 2:.3f})" if rtt is not None else "")
+
+
+def _ms(moment: float | None) -> str:
+    """To the millisecond: several nodes fail within a second of each other."""
+    if moment is None:
+        return "--:--:--"
+    return time.strftime("%H:%M:%S", time.localtime(moment)) + f".{int((moment % 1) * 1000):03d}"
+
+
+def _nodes(page: _Page, diagnosis: Diagnosis) -> None:
+    """Several nodes: whether each answered, its clock offset (applied to all its times) and GPU
+    state, its ranks' states; then the first failure across them, by node, rank and GPU."""
+    page.w.line([("Nodes", "bold"), ("  times on this machine's clock, each node's measured offset applied", "dim")])
+    for node in diagnosis.nodes:
+        label = ("*" if node.first_failure else "") + node.name
+        if node.status != "ok":
+            page.field(label, [(f"{node.status}: {node.reason or ''}", "yellow")])
+            continue
+        ranks = ", ".join(f"rank {r.rank if r.rank is not None else '?'} {r.state}" for r in node.ranks) or "no log of the run"
+        page.field(label, [(_offset(node.clock_offset, node.clock_rtt), "bold" if node.clock_offset else ""),
+                           (f"; {ranks}; {node.gpu if len(node.gpu) <= 60 else node.gpu[:59] + '…'}", "dim")])
+    first = diagnosis.first_failure
+    if first is not None:
+        gpu = f", GPU {first.gpu}" if first.gpu is not None else ""
+        who = f"rank {first.rank}" if first.rank is not None else "a process"
+        page.para([(f"first failure: {who} on {first.node or '?'}{gpu} at {_ms(first.time)}: ", "bold red"),
+                   (first.error, "")], first="  ", hang="    ", fold=True)
     page.blank()
 
 
@@ -328,7 +374,8 @@ def _remote(remote: object) -> str | None:
     read, sent = int(remote.get("bytes_read_remotely") or 0), int(remote.get("bytes_transferred") or 0)
     share = remote.get("percent_transferred")
     return (f"{where}: {_size(read)} of logs searched there, {_size(sent)} came over the connection"
-            + (f" ({share} %)" if share is not None else ""))
+            # the share only says something when the logs outweigh the rest (process table, kernel log)
+            + (f" ({share} %)" if isinstance(share, (int, float)) and share <= 100 else ""))
 
 
 def _size(count: int) -> str:
@@ -356,6 +403,8 @@ def write(diagnosis: Diagnosis, writer: Writer, verbose: bool = False) -> None:
     timeline = diagnosis.timeline
     if timeline is not None and timeline.multi():
         _ranks(page, timeline)
+    if diagnosis.nodes:
+        _nodes(page, diagnosis)
     serious, context, minor = partition(diagnosis)
     if not serious:
         page.w.line([("No cause found at warning or above.", "bold green")])

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-CASE_KEYS = ("log", "dmesg", "package", "tmux", "file", "checkpoint", "gpu", "exit", "process", "metric", "captures",
+CASE_KEYS = ("log", "dmesg", "slurm", "package", "tmux", "file", "checkpoint", "gpu", "exit", "process", "metric", "captures",
              "note")
 OLD_KEYS = {"packages": "package", "files": "file", "exits": "exit", "metrics": "metric"}
 # Inside a fact: (condition key, old key) -> new key.

@@ -78,7 +78,7 @@ def rule_schema() -> dict[str, Any]:
                  "properties": kinds}
     case_properties: dict[str, Any] = {key: {} for key in TEST_CASE_KEYS}
     case_properties.update({
-        "log": LINES, "dmesg": LINES, "note": TEXT,
+        "log": LINES, "dmesg": LINES, "slurm": LINES, "note": TEXT,
         "packages": {"type": "object", "additionalProperties": {"type": ["string", "number"]}},
         "captures": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}},
     })

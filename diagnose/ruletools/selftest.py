@@ -48,7 +48,7 @@ def evidence_for_case(case: Mapping[str, Any], workdir: Path) -> Evidence:
     scanner reads."""
     case = modernise(case)
     texts: list[TextFile] = []
-    for kind in (TextKind.LOG, TextKind.DMESG):
+    for kind in (TextKind.LOG, TextKind.DMESG, TextKind.SLURM):
         if kind.value in case:
             path = workdir / f"{kind.value}.txt"
             path.write_text("\n".join(_lines(case[kind.value])) + "\n", encoding="utf-8")

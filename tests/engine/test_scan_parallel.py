@@ -125,13 +125,13 @@ def test_threads_and_parts_give_the_one_pass_result(run_logs: list[Path], cache_
     prefix, line = "[default1]:[rank1]: ", "Traceback (most recent call last):"
     assert (prefix + line, 1, (len(prefix), len(prefix) + len(line))) in {(h[1], h[3], h[5]) for h in tracebacks}
     sigterm = _hits(tee, SIGTERM)
-    assert len(sigterm) == 6 and [h[2] for h in sigterm] == [pytest.approx(_local(2026, 11, 30, 4, 51, 7) + 0.4)] * 6
+    assert len(sigterm) == 6 and [h[2] for h in sigterm] == [pytest.approx(_local(2026, 11, 30, 4, 51, 7) + 0.4, abs=1e-3)] * 6
     assert by_name["train-tee.log.gz"]["hits"] == tee["hits"]
     ts_times = {h[2] for h in _hits(ts, 0)}
     assert ts_times and all(t is not None and time.localtime(t).tm_year == 2026 for t in ts_times)
     late = by_name["late.log"]
     first_sigterm = min(_hits(late, SIGTERM), key=lambda h: h[0])  # type: ignore[arg-type, return-value]
-    assert first_sigterm[0] > 2500 and first_sigterm[2] == pytest.approx(_local(2026, 11, 30, 4, 51, 7) + 0.4)
+    assert first_sigterm[0] > 2500 and first_sigterm[2] == pytest.approx(_local(2026, 11, 30, 4, 51, 7) + 0.4, abs=1e-3)
     # Parts of ~100 KB, read 64 KiB at a time: look-backs, first and last hits, lines across
     # part and piece edges, every file in several parts on 4 threads.
     for workers, chunk in ((4, 100_000), (3, 65_536), (4, None)):
@@ -221,3 +221,20 @@ def test_a_pattern_on_every_line_is_never_stopped_on_threads(tmp_path: Path, cac
     result = scan.scan_files([(_sources([log])[0], scanner)], 4, 256 * 1024)[0]
     assert result.count(0) == 300_000 and result.stopped == {}
     assert [h.line_no for h in result.summaries(0)[3].hits()] == [1, 2, 3, 299_998, 299_999, 300_000]
+
+
+def test_a_files_clock_offset_moves_every_time_alike_in_parts(run_logs: list[Path], cache_dir: Path) -> None:
+    # A node's clock runs 90 s ahead (issue 15): every time read from its file, by its own line
+    # or by the look-back, first or last hit, in whichever part, is moved back by the offset.
+    tee = next(p for p in run_logs if p.name == "late.log")
+    scanner = scan.Scanner(TextKind.LOG, scan.PatternSet(ANCHORED), "pure")
+    plain = TextFile(TextKind.LOG, tee, tee.name, mtime=tee.stat().st_mtime)
+    ahead = TextFile(TextKind.LOG, tee, tee.name, mtime=tee.stat().st_mtime, clock_offset=90.0)
+    want = summary_of(scan.scan_files([(plain, scanner)], 1)[0])
+    for workers, chunk in ((1, None), (3, 40_000)):
+        got = summary_of(scan.scan_files([(ahead, scanner)], workers, chunk)[0])
+        assert got["hits"].keys() == want["hits"].keys()  # type: ignore[attr-defined]
+        times = [(h[2], w[2]) for key, (_n, hits) in got["hits"].items()  # type: ignore[attr-defined]
+                 for h, w in zip(hits, want["hits"][key][1], strict=True)]  # type: ignore[index]
+        assert any(t is not None for t, _ in times)
+        assert all((t is None and w is None) or t == pytest.approx(w - 90.0, abs=1e-3) for t, w in times)

@@ -78,7 +78,7 @@ TIME_RANGE = "a number or null in range 0..32503680000"
     (with_files({"path": LOG, "kind": "log", "mtime": "yesterday"}), f"files[0].mtime: expected {TIME_RANGE}, got a string"),
     (with_files({"path": LOG, "kind": "exe"}), "files[0].kind: expected one of 'log', 'dmesg', 'nvidia-smi', 'nvml', "
                                               "'packages', 'elastic-error', 'k8s-pod', 'sacct', 'trainer-state', 'lightning-metrics', "
-                                              "'lightning-hparams', 'wandb-summary', 'nccl-trace'"),
+                                              "'lightning-hparams', 'wandb-summary', 'nccl-trace', 'slurm'"),
     (with_files({"path": LOG, "kind": "log", "rank": True}), "files[0].rank: expected a whole number or null in range "
                                                              "0..1048576, got a boolean"),
     (with_files({"kind": "log"}), "files[0].path: missing (required)"),

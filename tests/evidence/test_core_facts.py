@@ -112,7 +112,7 @@ def test_evidence_is_built_by_keyword() -> None:
 def test_test_case_keys_are_the_condition_keys() -> None:
     rules = load_rules().rules
     keys = {key for rule in rules for test in rule.tests for key in test.case}
-    assert keys <= {"log", "dmesg", "package", "tmux", "file", "checkpoint", "gpu", "exit", "process", "metric", "captures", "note"}
+    assert keys <= {"log", "dmesg", "slurm", "package", "tmux", "file", "checkpoint", "gpu", "exit", "process", "metric", "captures", "note"}
     assert {"package", "tmux", "file", "checkpoint", "gpu", "exit", "process"} <= keys
     assert not [(rule.id, test.line) for rule in rules for test in rule.tests if old_spellings(test.case)]
 

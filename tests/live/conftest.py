@@ -154,7 +154,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.skip(reason=SSHD_REASON))
         if not have_namespaces() and "container" in names:
             item.add_marker(pytest.mark.skip(reason=NS_REASON))
-        if not HAVE_MEMCG and names & {"unrelated_oom_kill", "memcg"}:
+        if not HAVE_MEMCG and names & {"unrelated_oom_kill", "unrelated_oom_kill_module", "memcg"}:
             item.add_marker(pytest.mark.skip(reason=MEMCG_REASON))
         if shutil.which("tmux") is None and "tmpdir_tmux" in names:
             item.add_marker(pytest.mark.skip(reason=TMUX_REASON))
@@ -165,6 +165,14 @@ def unrelated_oom_kill() -> OomKill:
     """Another user's python3 job on this machine, OOM-killed by the kernel in its own 64 MB
     memory cgroup just before the story: its pid, cgroup, time and dmesg line. The cgroup is gone
     when the story starts, as after any finished container or Slurm step."""
+    if not HAVE_MEMCG:
+        pytest.skip(MEMCG_REASON)
+    return oom_kill_in_own_memcg("other-user")
+
+
+@pytest.fixture(scope="module")
+def unrelated_oom_kill_module() -> OomKill:
+    """unrelated_oom_kill, once for a module whose story is built once."""
     if not HAVE_MEMCG:
         pytest.skip(MEMCG_REASON)
     return oom_kill_in_own_memcg("other-user")
@@ -428,3 +436,14 @@ def container(tmp_path: Path) -> Iterator[Any]:
     box = Container(tmp_path / "ct", workspace)
     yield box
     box.stop()
+
+
+@pytest.fixture(scope="session")
+def gloo_cluster(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The real 2-rank gloo run of tests/support/multinode.py, made once for every multi-node test."""
+    from tests.support.multinode import run_gloo_cluster, torch_reason
+
+    reason = torch_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    return run_gloo_cluster(tmp_path_factory.mktemp("nodes"))

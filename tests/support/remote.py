@@ -19,6 +19,7 @@ import socket
 import subprocess
 import textwrap
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 SSHD = Path("/usr/sbin/sshd")
@@ -51,7 +52,10 @@ class Sshd:
     """sshd -D on 127.0.0.1:PORT (or an address inside network namespace `netns`), accepting
     one generated key for root."""
 
-    def __init__(self, folder: Path, address: str = "127.0.0.1", netns: str | None = None) -> None:
+    def __init__(self, folder: Path, address: str = "127.0.0.1", netns: str | None = None,
+                 wrap: Sequence[str] = (), session_env: Mapping[str, str] | None = None) -> None:
+        """`wrap`: words put before sshd (a private mount namespace: a node's own files);
+        `session_env`: SetEnv for every session (a node whose clock is off, through faketime)."""
         self.folder = folder
         self.address = address
         folder.mkdir(parents=True, exist_ok=True)
@@ -78,6 +82,9 @@ class Sshd:
             MaxSessions 20
             LogLevel ERROR
             """))
+        if session_env:
+            with self.config.open("a") as conf:
+                conf.write("SetEnv " + " ".join(f"{k}={v}" for k, v in session_env.items()) + "\n")
         self.client_config = folder / "ssh_config"
         self.client_config.write_text(self._client(self.user_key, self.known_hosts))
         self.made_run_dir = False
@@ -86,7 +93,7 @@ class Sshd:
             self.made_run_dir = True
         self.log = open(folder / "sshd.log", "wb")  # noqa: SIM115  (closed in stop)
         inside = ["ip", "netns", "exec", netns] if netns else []
-        self.proc = subprocess.Popen([*inside, str(SSHD), "-D", "-e", "-f", str(self.config)], stdout=self.log,
+        self.proc = subprocess.Popen([*inside, *wrap, str(SSHD), "-D", "-e", "-f", str(self.config)], stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 20
         while True:

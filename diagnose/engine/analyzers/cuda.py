@@ -157,7 +157,7 @@ def xid_events(evidence: Evidence, tail_bytes: int = 4 * 1024 * 1024, gaps: list
                 events.append(XidEvent(
                     int(match.group("xid")), match.group("pci"), match.group("pid"), match.group("name"),
                     match.group("msg").strip(), source.display, first + offset, line,
-                    kernel_time(line, source.boot_time, source.year, source.mtime),
+                    source.on_clock(kernel_time(line, source.boot_time, source.year, source.mtime)),
                 ))
     return events
 

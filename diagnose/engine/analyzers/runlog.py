@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diagnose.engine.findings import reread_gap
-from diagnose.engine.tracebacks import Crash, find_crashes
+from diagnose.engine.tracebacks import Crash, find_crashes, on_clock
 from diagnose.evidence.lines import log_time, rank_of, strip_ansi, strip_prefix
 from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextFile, TextKind
 from diagnose.evidence.parsers.elastic import ROOT_HEADER, ElasticSummary, parse_failure_summary
@@ -63,9 +63,16 @@ class LogLine:
     text: str
     rank: int | None
     year: int | None = None
+    host: str | None = None  # the node whose file it is (several hosts merged)
+    clock_offset: float = 0.0  # that node's clock offset (TextFile.clock_offset)
+
+    @property
+    def time(self) -> float | None:
+        moment = log_time(self.text, self.year)
+        return moment - self.clock_offset if moment is not None else None
 
     def item(self, host: str | None = None) -> EvidenceItem:
-        return EvidenceItem(self.source, self.text, self.line_no, log_time(self.text, self.year), self.rank, host)
+        return EvidenceItem(self.source, self.text, self.line_no, self.time, self.rank, self.host or host)
 
     @property
     def body(self) -> str:
@@ -117,7 +124,8 @@ class RunLog:
             found: list[tuple[str, Crash]] = []
             for source in self.crash_sources:
                 try:
-                    found.extend((source.display, crash) for crash in find_crashes(Path(source.path), source.rank, TAIL_BYTES))
+                    found.extend((source.display, on_clock(crash, source))
+                                 for crash in find_crashes(Path(source.path), source.rank, TAIL_BYTES))
                 except Exception as exc:  # a log that cannot be re-read has no crashes to offer
                     self.gaps.append(reread_gap(source.display, exc, "its last exception was not looked for"))
             self._crashes = found
@@ -222,23 +230,23 @@ def read_file(source: TextFile, tail_bytes: int = TAIL_BYTES) -> RunLog:
             if rank is not None:
                 log.ranks.add(rank)
                 if own_output(segment):
-                    log.last_line[rank] = LogLine(source.display, line_no, segment, rank, year)
+                    log.last_line[rank] = LogLine(source.display, line_no, segment, rank, year, source.host, source.clock_offset)
             if want_last_error:
                 want_last_error = False
                 if len(log.nccl_last_errors) < MAX_NCCL_LINES:
-                    log.nccl_last_errors.append(LogLine(source.display, line_no, segment, rank, year))
+                    log.nccl_last_errors.append(LogLine(source.display, line_no, segment, rank, year, source.host, source.clock_offset))
             if "Last error:" in segment:
                 last = _LAST_ERROR.search(segment)
                 if last and last.group("rest").strip():
-                    log.nccl_last_errors.append(LogLine(source.display, line_no, last.group("rest").strip(), rank, year))
+                    log.nccl_last_errors.append(LogLine(source.display, line_no, last.group("rest").strip(), rank, year, source.host, source.clock_offset))
                 else:
                     want_last_error = True
             if "NCCL WARN" in segment and len(log.nccl_warnings) < MAX_NCCL_LINES:
-                log.nccl_warnings.append(LogLine(source.display, line_no, segment, rank, year))
+                log.nccl_warnings.append(LogLine(source.display, line_no, segment, rank, year, source.host, source.clock_offset))
             if len(log.device_lines) < MAX_DEVICE_LINES and ("Assertion `" in segment or "CUDA" in segment) and _DEVICE_LINE.search(segment):
-                log.device_lines.append(LogLine(source.display, line_no, segment, rank, year))
+                log.device_lines.append(LogLine(source.display, line_no, segment, rank, year, source.host, source.clock_offset))
             if any(hint in segment for hint in _COLLECTIVE_HINTS):
-                record = _collective(LogLine(source.display, line_no, segment, rank, year))
+                record = _collective(LogLine(source.display, line_no, segment, rank, year, source.host, source.clock_offset))
                 if record is not None:
                     key = (record.kind, record.rank, record.pg, record.seq, record.enqueued)
                     if key not in seen_records:
