@@ -53,8 +53,9 @@ def _bar(n: int, total: int, elapsed: float, rate: float) -> str:
     return f"\rtrain: {int(frac * 100):3d}%|{bar:<10}| {n}/{total} [{_clock(elapsed)}<{_clock(remaining)}, {rate:5.2f}it/s]"
 
 
-def generate(path: Path, size: int, seed: int = 6) -> None:
-    """Write about `size` bytes of training log to `path` (atomically)."""
+def generate(path: Path, size: int, seed: int = 6, only_rank: int | None = None) -> None:
+    """Write about `size` bytes of training log to `path` (atomically). With `only_rank`, the
+    log of one rank as torchrun's --log-dir keeps it: that rank's lines, the bar on rank 0 only."""
     banner, nccl, warnings, early, late = _blocks()
     rng = random.Random(seed)
     tmp = path.with_name(path.name + ".tmp")
@@ -63,7 +64,7 @@ def generate(path: Path, size: int, seed: int = 6) -> None:
     early_done = late_done = False
     next_restart = 0
     with open(tmp, "w", encoding="utf-8", newline="") as out:
-        for piece in _pieces(rng, banner, nccl, warnings):
+        for piece in _pieces(rng, banner, nccl, warnings, only_rank):
             if written >= next_restart:
                 restart = ("\n" if written else "") + "\n".join(banner + nccl + warnings) + "\n"
                 out.write(restart)
@@ -83,7 +84,8 @@ def generate(path: Path, size: int, seed: int = 6) -> None:
     tmp.replace(path)
 
 
-def _pieces(rng: random.Random, banner: list[str], nccl: list[str], warnings: list[str]) -> Iterator[str]:
+def _pieces(rng: random.Random, banner: list[str], nccl: list[str], warnings: list[str],
+            only_rank: int | None = None) -> Iterator[str]:
     """Batches of about 1 MB of steps."""
     start = time.mktime((2026, 11, 30, 4, 53, 54, 0, 0, -1))
     step = 0
@@ -103,7 +105,7 @@ def _pieces(rng: random.Random, banner: list[str], nccl: list[str], warnings: li
                 parts.extend(line + "\n" for line in warnings[-4:])  # the lr_scheduler warning, per epoch
             now += 0.0128 + rng.random() * 0.0004
             elapsed = (n + 1) * 0.0128
-            for _ in range(1 + (step % 3 == 0)):  # tqdm refreshes 1-2 times a step
+            for _ in range(1 + (step % 3 == 0) if only_rank in (None, 0) else 0):  # tqdm refreshes 1-2 times a step
                 text = _bar(n + 1, TOTAL_STEPS, elapsed, 77.0 + rng.random() * 2)
                 parts.append(text)
                 size += len(text) + 10
@@ -112,7 +114,7 @@ def _pieces(rng: random.Random, banner: list[str], nccl: list[str], warnings: li
                     stamp_second = int(now)
                     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp_second))
                 millis = int((now - stamp_second) * 1000)
-                for rank in rng.sample(range(WORLD), WORLD):
+                for rank in rng.sample(range(WORLD), WORLD) if only_rank is None else (only_rank,):
                     losses[rank] = max(0.05, losses[rank] * 0.99995 + (rng.random() - 0.5) * 0.02)
                     line = (f"[rank{rank}]:{stamp},{millis:03d} INFO train: epoch {epoch + 1} step {step} "
                             f"loss {losses[rank]:.4f} lr {lr:.2e}\n")

@@ -9,7 +9,7 @@ print, their first and last times), which is weaker, and says so (`known` is Fal
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,11 @@ _KILLED_PIDS = (
     re.compile(r"Signal 9 \(SIGKILL\) received by PID (\d{1,10})"),
     re.compile(r"line \d{1,9}:\s{1,40}(\d{1,10}) Killed\s"),
 )
+# A text every match of the _LOG_PIDS pattern beside it holds, in lower case (None: it starts
+# with a literal, which `re` finds fast). Free of i and s, whose case-insensitive matches
+# include letters that lower() does not map to them (the dotless i, the long s); the Kelvin
+# sign lowers to k.
+_PID_GUARDS = (None, None, None, None, "return code", "worker ")
 # A traceback that tells of a signal death (a child's or the process's own) is no proof the
 # program ended by its own exception: torchrun's ChildFailedError, mp.spawn's "terminated with signal".
 _SIGNAL_DEATH = re.compile(r"SIGKILL|[Ss]ignal 9\b|exitcode: -9|\bKilled\b|ChildFailedError|SignalException|ProcessExitedException")
@@ -210,8 +215,9 @@ def _read_log(path: Any, mtime: float | None) -> tuple[set[int], float | None, f
     clock = log_clock(strip_ansi(head).decode("utf-8", errors="replace"), text[-64 * 1024:], mtime)
     first = _first_time(head, clock)
     printed: set[int] = set()
-    for pattern in _LOG_PIDS:
-        for match in pattern.finditer(text):
+    lowered = text.lower()
+    for pattern, guard in zip(_LOG_PIDS, _PID_GUARDS, strict=True):
+        for match in _pid_matches(pattern, guard, text, lowered):
             printed.update(int(p) for p in re.findall(r"\d{1,10}", match.group(1)))
     sigkilled = {int(match.group(1)) for pattern in _KILLED_PIDS for match in pattern.finditer(text)}
     last: float | None = None
@@ -221,6 +227,27 @@ def _read_log(path: Any, mtime: float | None) -> tuple[set[int], float | None, f
             break
     last_line = first_line + tail.rstrip(b"\n").count(b"\n") if tail.strip() else 0
     return printed, first, last, sigkilled, last_line
+
+
+def _pid_matches(pattern: re.Pattern[str], guard: str | None, text: str, lowered: str) -> Iterator[re.Match[str]]:
+    """pattern.finditer(text), quickly. A case-insensitive search with no literal to look for
+    first tries every column of a 4 MiB tail (~0.1 s); its matches never cross a newline, so
+    only the lines holding its guard text (found at memchr speed) are searched."""
+    if guard is None:
+        yield from pattern.finditer(text)
+        return
+    if guard not in lowered:
+        return
+    if len(lowered) != len(text):  # lower() changed some lengths: offsets do not carry over
+        yield from pattern.finditer(text)
+        return
+    at = lowered.find(guard)
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        yield from pattern.finditer(text, start, end)
+        at = lowered.find(guard, end)
 
 
 def _first_time(head: bytes, clock: LogClock) -> float | None:

@@ -6,18 +6,26 @@ it is read (textio.iter_blocks; counted). Line numbers count '\\n' only, as edit
 do, so they stay true to the file: a progress bar's updates share the number of the '\\n' line
 holding them.
 
-A file is read once, in 16 MiB pieces into reused buffers (textio.iter_blocks); a thread
-reads ahead, counting each piece's newlines as it comes. In each piece a finder nominates
-candidate lines, and `regex` confirms each candidate on the line's text and extracts the
-named captures, under a time limit per line and a budget per pattern and file: confirmations
-that take over SLOW_CONFIRM (backtracking, not reading) are charged to CONFIRM_BUDGET, and a
-pattern that spends it is stopped for the rest of the file and reported (FileScan.stopped),
-so a catastrophic pattern that slipped past the rule checks costs seconds, not hours.
+A plain file is cut into parts at newlines and its parts, and those of every other file of the
+scan, are scanned on one thread per core (scan_files): each reads its part with pread into
+buffers it reuses, counts the part's newlines (bytecount: off the GIL with numpy), has the
+finder nominate candidate lines and `regex` confirm them, and the parts of a file are merged
+in order, so the result is that of a single pass (line numbers, first and last hits, times). A
+compressed file is one part, read as a stream with a read-ahead thread. Matching and reading
+hold no lock, so the threads keep every core busy on a big log or on one log per rank, and at
+most IN_FLIGHT bytes are held at once, however many and large the files. A scan of less than
+PARALLEL_MIN bytes in all stays on the calling thread (no pool, no numpy: start-up stays small).
+Year-less times take their year from the file's clock (lines.log_clock), read once per file
+before its parts are scanned, so every part places them alike.
+The confirmation runs under a time limit per line and a budget per pattern and file, shared
+by the file's parts: confirmations that take over SLOW_CONFIRM (backtracking, not reading) are
+charged to CONFIRM_BUDGET, and a pattern that spends it is stopped for the rest of the file and
+reported (FileScan.stopped), so a catastrophic pattern that slipped past the rule checks costs
+seconds, not hours.
 Two finders give identical results:
 - hyperscan (when importable): one block-mode database of, per pattern, the texts every match
   must hold (when they are long enough) or else a byte-level superset of the pattern
-  (prefilter.py), cached on disk by content hash. It scans in a worker thread (it holds no
-  lock), beside the read-ahead thread: a 2-core machine keeps both cores busy.
+  (prefilter.py), cached on disk by content hash; each scanning thread has its own scratch.
 - pure: the same texts found with bytes.find, else the superset searched with `regex`.
 A pattern without a superset (`regex`-only syntax) is searched line by line by both.
 Evidence is bounded: per pattern and rank the first and last few hits and a count; the last
@@ -33,7 +41,7 @@ import threading
 import time
 from array import array
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from heapq import merge
 from typing import Any, Protocol, TypeAlias
@@ -41,6 +49,7 @@ from typing import Any, Protocol, TypeAlias
 import regex
 
 from diagnose import diskcache
+from diagnose.engine.bytecount import count_newlines, newlines_and_escape
 from diagnose.evidence.lines import (
     ANSI_BYTES,
     LinePrefix,
@@ -58,8 +67,12 @@ from diagnose.evidence.textio import (
     file_size,
     is_compressed,
     iter_blocks,
+    iter_range_blocks,
+    not_regular,
+    plan_ranges,
     prefetch,
-    read_tail,
+    read_head,
+    read_last,
     remember_newlines,
 )
 from diagnose.evidence.textio import MAX_LINE as MAX_LINE  # the line cap, applied as files are read
@@ -72,7 +85,6 @@ CONFIRM_BUDGET = 2.0  # seconds of slow confirmations one pattern may spend on o
 SLOW_CONFIRM = 0.001
 PREFILTER_TIMEOUT = 5.0  # seconds one superset search may spend in a piece before we go line by line
 _CONTEXT_BYTES = 16 * 1024  # how far back to look for a timestamp for a line that has none
-_THREAD_MIN = 1024 * 1024  # below this a piece is scanned without a worker thread
 _MIN_LITERAL = 2  # shortest required text worth a bytes.find loop
 _HS_LITERAL = 4  # shortest required text hyperscan searches instead of the pattern's superset
 _LITERAL_HITS = 2048  # lines holding it, per piece, before the regex search takes over
@@ -275,7 +287,7 @@ class PureFinder:
         text = bytes(memoryview(buf)[:size]).decode("utf-8", errors="replace")
         hits: dict[int, list[int]] = {}  # pattern -> line ordinals in the piece
         left = dict.fromkeys(exact, CONFIRM_BUDGET)  # slow searches, as in the confirmation
-        clock = time.thread_time  # CPU time of this thread: a busy machine must not stop a pattern
+        suspect = dict.fromkeys(exact, False)  # see _Stops: timed on the CPU clock once slow
         for ordinal, line in enumerate(regex.split(r"[\r\n]", text)):
             line = line[:MAX_LINE]
             for index in exact:
@@ -286,19 +298,25 @@ class PureFinder:
                     hits.setdefault(index, []).append(ordinal)
                     continue
                 limit = min(LINE_TIMEOUT, budget)
-                started = clock()
+                watch = suspect[index]
+                tick = time.thread_time if watch else time.perf_counter
+                started = tick()
                 try:
                     pattern = self.patterns.compiled(index)
                     matched = pattern.search(line, timeout=limit) is not None
                     if not matched:
                         body = strip_prefix(line)
                         matched = body is not line and pattern.search(body, timeout=limit) is not None
-                    took = clock() - started
+                    took = tick() - started
                 except TimeoutError:
                     matched = True  # the confirmation will time out again and report it
-                    took = max(clock() - started, limit)
+                    took = max(tick() - started, limit)
+                    watch = suspect[index] = True  # a time-out always counts in full
                 if took > SLOW_CONFIRM:
-                    left[index] = budget - took
+                    if watch:
+                        left[index] = budget - took
+                    else:
+                        suspect[index] = True  # wall time, maybe waiting for the GIL or a core: not charged
                 if matched:
                     hits.setdefault(index, []).append(ordinal)
         if not hits:
@@ -353,6 +371,13 @@ class HyperscanFinder:
             self._store()
         self.leftover_finder = PureFinder(patterns, self.leftover) if self.leftover else None
         self.scratch: Any = hs.Scratch(self.db) if self.db is not None else None
+        self._local = threading.local()  # each scanning thread gets a scratch of its own
+
+    def _scratch(self) -> Any:
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = self.scratch.clone()
+        return scratch
 
     def _compile(self, flags: int) -> None:
         from diagnose.patterns import prefilter as pf
@@ -437,7 +462,7 @@ class HyperscanFinder:
                 add(packed)
 
             with memoryview(buf) as view, view[:size] as piece:
-                self.db.scan(piece, match_event_handler=on_match, scratch=self.scratch)
+                self.db.scan(piece, match_event_handler=on_match, scratch=self._scratch())
             runs.append(run if order[1] else array("Q", sorted(run)))
         if self.leftover_finder is not None:
             runs.extend(self.leftover_finder.find(buf, size, skip))
@@ -465,34 +490,96 @@ def make_finder(patterns: PatternSet, engine: str = "auto") -> tuple[str, Finder
     return "pure", pure
 
 
-class _Job:
-    """A finder run on one piece, in a worker thread when the finder releases the GIL."""
-
-    def __init__(self, finder: Finder, buf: Buffer, size: int, threaded: bool, skip: frozenset[int]) -> None:
-        self.result: list[Run] = []
-        self.error: BaseException | None = None
-        self.thread: threading.Thread | None = None
-        if threaded:
-            self.thread = threading.Thread(target=self._run, args=(finder, buf, size, skip), daemon=True)
-            self.thread.start()
-        else:
-            self._run(finder, buf, size, skip)
-
-    def _run(self, finder: Finder, buf: Buffer, size: int, skip: frozenset[int]) -> None:
-        try:
-            self.result = finder.find(buf, size, skip)
-        except BaseException as exc:  # handed to the scanning thread
-            self.error = exc
-
-    def wait(self) -> list[Run]:
-        if self.thread is not None:
-            self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.result
+# ---------------------------------------------------------------- scanning, a part of a file at a time
+#
+# A plain file is cut into parts at newlines (textio.plan_ranges); each part is read with pread
+# and scanned on its own, on any thread, with line numbers and offsets counted from its start;
+# the parts of a file are then merged in order (Scanner.merge), which adds the lines before each
+# part, keeps the first and last KEEP hits, and finishes the times of the few first hits whose
+# look-back for a timestamp reaches into the part before. So a file scanned in one part or in a
+# hundred, on one thread or sixteen, gives the same FileScan.
 
 
-# ---------------------------------------------------------------- scanning
+@dataclass
+class _First:
+    """One of a part's first KEEP hits of a pattern and rank."""
+
+    line: int  # newlines before it in its part
+    text: str
+    time: float | None
+    rank: int | None
+    match: Any
+    shift: int  # where in the line the searched text starts (past the launcher prefixes)
+    window_at: int = -1  # >= 0: no time yet; its look-back ends this many bytes into the part
+
+
+@dataclass
+class _PartHits:
+    count: int = 0
+    first: list[_First] = field(default_factory=list)
+    # The part's last KEEP hits past its first, raw (line in part, text, match, shift).
+    pending: deque[tuple[int, str, Any, int]] = field(default_factory=lambda: deque(maxlen=KEEP))
+
+
+@dataclass
+class _Part:
+    """What one part of a file gave; lines are counted from the part's start (0 for its first)."""
+
+    hits: dict[int, dict[int | None, _PartHits]] = field(default_factory=dict)
+    newlines: int = 0
+    size: int = 0  # bytes read
+    cut_lines: int = 0
+    timeouts: dict[int, int] = field(default_factory=dict)
+    skipped: dict[int, int] = field(default_factory=dict)  # pattern -> first line not checked (it was stopped)
+    head: bytes = b""  # its first _CONTEXT_BYTES bytes as scanned, while a first hit needs them
+    tail: bytes = b""  # its last _CONTEXT_BYTES bytes as scanned: the look-back of the part after it
+    clock: LogClock | None = None  # a streamed file's, read with its first piece
+
+
+class _Stops:
+    """The confirmation budget of one file, shared by its parts (threads).
+
+    The budget is charged in CPU time (time.thread_time): wall time also counts waiting for the
+    GIL (another scanning thread) or for a core (a busy machine), and charging that would stop
+    a fast pattern that fires on every line. Reading the thread's CPU clock is a system call
+    (~0.2 us, as long as a short confirmation), so a confirmation is first timed with the cheap
+    wall clock; a pattern's first slow wall time is not charged but makes it a suspect, timed
+    from then on with the CPU clock and charged each slow confirmation. A time-out is always
+    charged in full."""
+
+    def __init__(self, patterns: int) -> None:
+        self.lock = threading.Lock()
+        self.budget = [CONFIRM_BUDGET] * patterns
+        self.suspect = [False] * patterns
+        self.slow: dict[int, int] = {}
+        self.at: dict[int, tuple[int, int, int]] = {}  # pattern -> (slow lines, part, line in part)
+        self.stopped: frozenset[int] = frozenset()
+
+    def charge(self, index: int, took: float, part: int, line: int) -> None:
+        with self.lock:
+            self.slow[index] = self.slow.get(index, 0) + 1
+            self.budget[index] -= took
+            if self.budget[index] <= 0.0 and index not in self.at:
+                self.budget[index] = 0.0
+                self.at[index] = (self.slow[index], part, line)
+                self.stopped = self.stopped | {index}
+
+
+Pieces: TypeAlias = Iterator[tuple[bytearray, int]]
+
+
+@dataclass
+class _Task:
+    """One part of one file: how to read it, and where its result goes."""
+
+    file: int
+    part: int
+    read: Any  # Callable[[LineCuts, list[bytearray]], Pieces]
+    prefetch: bool = False
+    clock: LogClock | None = None  # the file's (see _file_clock); None: read with the first piece
+
+
+_local = threading.local()  # per scanning thread: its read buffers
 
 
 class Scanner:
@@ -505,62 +592,94 @@ class Scanner:
         self.engine_name = "none"
         if len(patterns):
             self.engine_name, self._finder = make_finder(patterns, engine)
-        self._threaded = isinstance(self._finder, HyperscanFinder)
 
-    def scan(self, source: TextFile, chunk_bytes: int | None = None) -> FileScan:
-        started = time.perf_counter()
-        result = FileScan(source=source, engine=self.engine_name)
-        result.budget = [CONFIRM_BUDGET] * len(self.patterns)
-        clock: LogClock | None = None  # where year-less times take their year: read with the first piece
-        base_line = 1
-        context = b""  # the bytes before the piece, for timestamps of lines that have none
-        chunk_bytes = chunk_bytes or CHUNK_BYTES
-        cuts = LineCuts()  # lines longer than MAX_LINE, cut as they are read
-        pieces = _counted(iter_blocks(source.path, chunk_bytes, ring=3, cuts=cuts))
-        if is_compressed(source.path) or file_size(source.path) > chunk_bytes:
-            # Reading, counting lines and looking for escapes happen a piece ahead, in a thread
-            # (while this one waits for hyperscan, which holds no lock): two cores both busy.
-            pieces = prefetch(pieces)
-        for raw, raw_size, newlines, escapes in pieces:
-            if clock is None:
-                clock = _clock(source, raw, raw_size, chunk_bytes)
-            result.bytes += raw_size
+    def scan(self, source: TextFile, chunk_bytes: int | None = None, workers: int | None = None) -> FileScan:
+        return scan_files([(source, self)], workers, chunk_bytes)[0]
+
+    # -- planning
+
+    def plan(self, source: TextFile, file: int, piece: int, chunk_bytes: int) -> list[_Task]:
+        path = source.path
+        size = file_size(path)
+        stream = is_compressed(path) or not_regular(path) is not None
+        # The year of year-less times: of a plain file from its head and tail, read now (before
+        # any part is scanned, each needs it); of a stream from its first piece (scan_part).
+        clock = None if stream else _file_clock(source)
+        if stream or size <= piece:
+            # One part, read as a stream (decompressed as it comes; a refused file fails here).
+            def whole(cuts: LineCuts, _buffers: list[bytearray]) -> Pieces:
+                return iter_blocks(path, chunk_bytes, ring=3, cuts=cuts)
+
+            return [_Task(file, 0, whole, prefetch=is_compressed(path) or size > chunk_bytes, clock=clock)]
+        tasks = []
+        for number, (start, end) in enumerate(plan_ranges(path, size, piece)):
+            def ranged(cuts: LineCuts, buffers: list[bytearray], start: int = start, end: int = end) -> Pieces:
+                return iter_range_blocks(path, start, end, buffers, chunk_bytes, cuts)
+
+            tasks.append(_Task(file, number, ranged, clock=clock))
+        return tasks
+
+    # -- one part
+
+    def scan_part(self, source: TextFile, stops: _Stops, task: _Task) -> _Part:
+        buffers = getattr(_local, "buffers", None)
+        if buffers is None:
+            buffers = _local.buffers = []
+        cuts = LineCuts()
+        blocks = _counted(task.read(cuts, buffers))
+        clock = task.clock
+        if clock is None:
+            blocks, clock = _stream_clock(source, blocks, task.prefetch)
+        elif task.prefetch:
+            # Reading (decompressing), counting lines and looking for escapes happen a piece
+            # ahead, in a thread, while this one scans: two cores busy on one compressed file.
+            blocks = prefetch(blocks)
+        part = _Part(clock=clock)
+        context = b""  # the part's last _CONTEXT_BYTES bytes (as scanned) before the piece
+        done = 0  # bytes of the part (as scanned) before the piece
+        for raw, raw_size, newlines, escapes in blocks:
+            part.size += raw_size
             buf: Buffer = raw
             size = raw_size
             if escapes:
                 # Escape sequences hold no '\r' or '\n', so lines and their numbers stay put.
-                with memoryview(raw) as view, view[:raw_size] as part:
-                    buf = ANSI_BYTES.sub(b"", part)
+                with memoryview(raw) as view, view[:raw_size] as piece:
+                    buf = ANSI_BYTES.sub(b"", piece)
                 size = len(buf)
-            job = None
             if self._finder is not None:
-                job = _Job(self._finder, buf, size, self._threaded and size >= _THREAD_MIN, frozenset(result.stopped))
-            if job is not None:
-                runs = job.wait()
+                runs = self._finder.find(buf, size, stops.stopped)
                 if runs:
-                    self._confirm(result, buf, size, base_line, runs, clock, context)
-            result.lines += newlines
-            base_line += newlines
-            with memoryview(buf) as view, view[max(0, size - _CONTEXT_BYTES) : size] as tail:
-                context = bytes(tail) if size >= _CONTEXT_BYTES else (context + bytes(tail))[-_CONTEXT_BYTES:]
-        result.cut_lines = cuts.lines
-        self._finish(result, clock or _clock(source, b"", 0, chunk_bytes))
-        remember_newlines(source.path, result.bytes, result.lines)  # the crash finder reads the tail next
-        result.seconds = time.perf_counter() - started
-        return result
+                    self._confirm(source, stops, task, part, buf, size, runs, clock, context, done)
+            part.newlines += newlines
+            with memoryview(buf) as view:
+                if len(part.head) < _CONTEXT_BYTES:
+                    with view[: min(size, _CONTEXT_BYTES - len(part.head))] as head:
+                        part.head += bytes(head)
+                with view[max(0, size - _CONTEXT_BYTES) : size] as tail:
+                    context = bytes(tail) if size >= _CONTEXT_BYTES else (context + bytes(tail))[-_CONTEXT_BYTES:]
+            done += size
+        part.tail = context
+        part.cut_lines = cuts.lines
+        if not any(first.window_at >= 0 for by_rank in part.hits.values() for hits in by_rank.values()
+                   for first in hits.first):
+            part.head = b""
+        return part
 
-    def _confirm(self, result: FileScan, buf: Buffer, size: int, base_line: int, runs: list[Run],
-                 dates: LogClock, context: bytes) -> None:
+    def _confirm(self, source: TextFile, stops: _Stops, task: _Task, part: _Part, buf: Buffer, size: int,
+                 runs: list[Run], dates: LogClock, context: bytes, done: int) -> None:
         # The hot loop of a pattern that fires on most lines: locals only, no calls it can skip.
         compiled = self.patterns.compiled
         is_log = self.kind is TextKind.LOG
-        hits = result.hits
-        count = buf.count
+        hits = part.hits
+        count = count_newlines
         timeout = LINE_TIMEOUT
-        budget = result.budget
-        clock = time.thread_time  # CPU time of this thread: a busy machine must not stop a pattern
+        budget = stops.budget
+        suspect = stops.suspect
+        wall, cpu = time.perf_counter, time.thread_time
         slow = SLOW_CONFIRM
-        done = [-1] * len(self.patterns)  # per pattern: start of the last line it was tried on
+        base = part.newlines
+        look_back = task.part == 0  # the look-back of the first part never needs another part
+        checked = [-1] * len(self.patterns)  # per pattern: start of the last line it was tried on
         line_start = line_end = -1
         text = ""
         prefix: LinePrefix | None = None  # read when first needed: most lines never need it
@@ -572,16 +691,22 @@ class Scanner:
             if pos > line_end or pos < line_start:
                 line_start, line_end = line_bounds(buf, pos, size)
                 text = ""
-            if done[index] == line_start:
+            if checked[index] == line_start:
                 continue
-            done[index] = line_start
+            checked[index] = line_start
+            left = budget[index]
+            if left <= 0.0:  # stopped for this file
+                if index not in part.skipped:
+                    part.skipped[index] = base + newlines + count(buf, counted_to, line_start)
+                continue
             if not text:
                 text = str(buf[line_start : min(line_end, line_start + MAX_LINE)], "utf-8", "replace")
                 prefix = None
-            left = budget[index]
-            if left <= 0.0:
-                continue  # stopped for this file
             limit = timeout if left > timeout else left
+            # A suspect pattern is timed on this thread's CPU clock (a syscall), any other on
+            # the cheap wall clock, whose first slow reading only makes it a suspect (_Stops).
+            watch = suspect[index]
+            clock = cpu if watch else wall
             started = clock()
             try:
                 # Launcher prefixes are see-through: a pattern that does not match the whole line
@@ -596,49 +721,100 @@ class Scanner:
                         shift = prefix.width
                 took = clock() - started
             except TimeoutError:
-                result.timeouts[index] = result.timeouts.get(index, 0) + 1
+                part.timeouts[index] = part.timeouts.get(index, 0) + 1
                 match = None
                 took = max(clock() - started, limit)  # a time-out always counts in full, however short
+                watch = suspect[index] = True
             if took > slow:
-                self._charge(result, index, took, base_line + newlines + count(b"\n", counted_to, line_start))
+                if watch:
+                    stops.charge(index, took, task.part, base + newlines + count(buf, counted_to, line_start))
+                else:
+                    suspect[index] = True  # not charged: it may have waited for the GIL or a core
             if match is None:
                 continue
             if prefix is None:
                 prefix = prefix_of(text)
             rank = prefix.global_rank if is_log else None
             # Newlines before the line: candidates come in order, so counting goes forward only.
-            newlines += count(b"\n", counted_to, line_start)
+            newlines += count(buf, counted_to, line_start)
             counted_to = line_start
             by_rank = hits.get(index)
             if by_rank is None:
                 by_rank = hits[index] = {}
             summary = by_rank.get(rank)
             if summary is None:
-                summary = by_rank[rank] = HitSummary()
-            if summary.count >= KEEP:
-                summary.count += 1
-                summary.pending.append((base_line + newlines, text, match, shift))
+                summary = by_rank[rank] = _PartHits()
+            summary.count += 1
+            if len(summary.first) >= KEEP:
+                summary.pending.append((base + newlines, text, match, shift))
                 continue
-            moment = self._time(text, result.source, dates)
+            moment = self._time(text, source, dates)
+            window_at = -1
             if moment is None and is_log:
-                moment = result.source.on_clock(_time_before(buf, line_start, dates, context))
-            summary.add(LineHit(base_line + newlines, text, moment, rank, _captures(match), _span(match, shift)))
-
-    @staticmethod
-    def _charge(result: FileScan, index: int, took: float, line_no: int) -> None:
-        """A slow confirmation: charge it to the pattern's budget, and stop the pattern for
-        this file when the budget is spent."""
-        result.slow[index] = result.slow.get(index, 0) + 1
-        result.budget[index] -= took
-        if result.budget[index] <= 0.0:
-            result.budget[index] = 0.0
-            result.stopped[index] = (result.slow[index], line_no)
+                if look_back or done + line_start >= _CONTEXT_BYTES:
+                    moment = source.on_clock(_time_in(_window(buf, line_start, context), dates))
+                else:  # the look-back reaches into the part before: the merge finishes it
+                    window_at = done + line_start
+            summary.first.append(_First(base + newlines, text, moment, rank, match, shift, window_at))
 
     def _time(self, text: str, source: TextFile, clock: LogClock) -> float | None:
         """The line's time on the report's clock (its host's clock, less that host's offset)."""
         if self.kind is TextKind.DMESG:
             return source.on_clock(kernel_time(text, source.boot_time, clock.year or source.year, clock.not_after))
         return source.on_clock(log_time(text, clock.year, clock.not_after))
+
+    # -- the parts of a file, in order
+
+    def merge(self, source: TextFile, stops: _Stops, parts: Sequence[_Part], started: float) -> FileScan:
+        result = FileScan(source=source, engine=self.engine_name)
+        clock = parts[0].clock if parts and parts[0].clock is not None else log_clock("", "", source.mtime)
+        line = 1  # the number of each part's first line
+        context = b""  # the last _CONTEXT_BYTES bytes (as scanned) before the part
+        skipped: dict[int, int] = {}
+        firsts: list[int] = []  # the number of each part's first line
+        for part in parts:
+            firsts.append(line)
+            for index, by_rank in part.hits.items():
+                into = result.hits.setdefault(index, {})
+                for rank, found in by_rank.items():
+                    summary = into.get(rank)
+                    if summary is None:
+                        summary = into[rank] = HitSummary()
+                    for first in found.first:
+                        if summary.count < KEEP:
+                            moment = first.time
+                            if first.window_at >= 0:
+                                moment = source.on_clock(
+                                    _time_in((context + part.head[: first.window_at])[-_CONTEXT_BYTES:], clock))
+                            summary.add(LineHit(line + first.line, first.text, moment, rank, _captures(first.match),
+                                                _span(first.match, first.shift)))
+                        else:
+                            summary.count += 1
+                            summary.pending.append((line + first.line, first.text, first.match, first.shift))
+                    summary.count += found.count - len(found.first) - len(found.pending)  # seen, not kept
+                    for number, text, match, shift in found.pending:
+                        summary.count += 1
+                        summary.pending.append((line + number, text, match, shift))
+            for index, n in part.timeouts.items():
+                result.timeouts[index] = result.timeouts.get(index, 0) + n
+            for index, number in part.skipped.items():
+                skipped[index] = min(skipped.get(index, line + number), line + number)
+            result.lines += part.newlines
+            result.bytes += part.size
+            result.cut_lines += part.cut_lines
+            line += part.newlines
+            context = (context + part.tail)[-_CONTEXT_BYTES:]
+        for index, (slow, number, at) in stops.at.items():
+            # Not checked from here on: where the budget ran out, or an earlier line that a part
+            # running beside that one skipped once the pattern was stopped.
+            where = firsts[number] + at if number < len(firsts) else line
+            result.stopped[index] = (slow, min(where, skipped.get(index, where)))
+        result.budget = stops.budget
+        result.slow = stops.slow
+        self._finish(result, clock)
+        remember_newlines(source.path, result.bytes, result.lines)  # the crash finder reads the tail next
+        result.seconds = time.perf_counter() - started
+        return result
 
     def _finish(self, result: FileScan, clock: LogClock) -> None:
         for by_rank in result.hits.values():
@@ -649,10 +825,14 @@ class Scanner:
                     summary.last.append(LineHit(line_no, text, moment, rank, _captures(match), _span(match, shift)))
 
 
-def _counted(blocks: Iterator[tuple[bytearray, int]]) -> Iterator[tuple[bytearray, int, int, bool]]:
+Counted: TypeAlias = tuple[bytearray, int, int, bool]  # a piece, its size, its '\n' count, whether it holds an ESC
+
+
+def _counted(blocks: Iterator[tuple[bytearray, int]]) -> Iterator[Counted]:
     """Pieces with their newline count and whether they hold an escape character."""
     for buf, size in blocks:
-        yield buf, size, buf.count(b"\n", 0, size), buf.find(b"\x1b", 0, size) >= 0
+        newlines, escape = newlines_and_escape(buf, size)
+        yield buf, size, newlines, escape
 
 
 def _span(match: Any, shift: int) -> tuple[int, int]:
@@ -665,44 +845,180 @@ def _captures(match: Any) -> dict[str, str]:
     return {k: v for k, v in match.groupdict().items() if v is not None}
 
 
-def _clock(source: TextFile, first: Buffer, size: int, piece: int) -> LogClock:
-    """The year of the file's year-less times: from its own dates (its first piece, and its tail
-    where that is a cheap seek), else its mtime (lines.log_clock)."""
-    with memoryview(first) as view, view[: min(size, _CLOCK_BYTES)] as part:
-        head = bytes(part).decode("utf-8", errors="replace")
-    tail = ""
-    whole = size < piece  # a first piece shorter than a piece is the whole file
-    if whole or not is_compressed(source.path):
-        try:
-            if whole:
-                with memoryview(first) as view, view[max(0, size - _CLOCK_BYTES) : size] as part:
-                    tail = bytes(part).decode("utf-8", errors="replace")
-            else:
-                tail = read_tail(source.path, _CLOCK_BYTES)[0].decode("utf-8", errors="replace")
-        except Exception:  # unreadable now: the head and the mtime still tell
-            tail = ""
-    return log_clock(head, tail, source.mtime)
+def _file_clock(source: TextFile) -> LogClock:
+    """Where a plain file's year-less times take their year (lines.log_clock): its own dates,
+    in its first and last _CLOCK_BYTES (two small reads), else its mtime. The same whatever
+    the parts the file is cut into."""
+    try:
+        head = read_head(source.path, _CLOCK_BYTES)  # no line of it is long enough to be cut
+        tail = read_last(source.path, _CLOCK_BYTES)
+    except Exception:  # unreadable: the scan says so when it reads the file; the mtime still tells
+        head = tail = b""
+    return log_clock(head.decode("utf-8", errors="replace"), tail.decode("utf-8", errors="replace"), source.mtime)
 
 
-def _time_before(buf: Buffer, start: int, clock: LogClock, context: bytes) -> float | None:
-    """The timestamp of the nearest earlier line that has one (tracebacks carry none)."""
+def _stream_clock(source: TextFile, blocks: Iterator[Counted], ahead: bool) -> tuple[Iterator[Counted], LogClock]:
+    """The clock of a file read as a stream (compressed): its first piece's head, and its tail
+    when that piece is the whole file (a tail elsewhere would cost a whole decompression).
+    Returns the pieces to scan (the first two read here; the rest read ahead if `ahead`)."""
+    first = next(blocks, None)
+    if first is None:
+        return iter(()), log_clock("", "", source.mtime)
+    # The second piece is read into the next buffer of the ring: the first stays as it is.
+    second = next(blocks, None)
+    buf, size = first[0], first[1]
+    with memoryview(buf) as view:
+        with view[: min(size, _CLOCK_BYTES)] as part:
+            head = bytes(part).decode("utf-8", errors="replace")
+        with view[max(0, size - _CLOCK_BYTES) : size] as part:
+            tail = bytes(part).decode("utf-8", errors="replace") if second is None else ""
+
+    def pieces() -> Iterator[Counted]:
+        yield first
+        if second is not None:
+            yield second
+            # Read-ahead starts once both are scanned: the ring's buffers are theirs till then.
+            yield from prefetch(blocks) if ahead else blocks
+
+    return pieces(), log_clock(head, tail, source.mtime)
+
+
+def _window(buf: Buffer, start: int, context: bytes) -> bytes:
+    """The _CONTEXT_BYTES bytes (as scanned) before the line at `start`, reaching back into
+    `context` (the ones before the piece)."""
     with memoryview(buf) as view, view[max(0, start - _CONTEXT_BYTES) : start] as part:
         data = bytes(part)
     if len(data) < _CONTEXT_BYTES and context:
         data = context[len(data) - _CONTEXT_BYTES :] + data
-    window = data.decode("utf-8", errors="replace")
-    for line in reversed(window.splitlines()[-200:]):
+    return data
+
+
+def _time_in(window: bytes, clock: LogClock) -> float | None:
+    """The timestamp of the nearest line that has one, going back from the end of `window`
+    (tracebacks carry none)."""
+    text = window.decode("utf-8", errors="replace")
+    for line in reversed(text.splitlines()[-200:]):
         moment = log_time(line, clock.year, clock.not_after)
         if moment is not None:
             return moment
     return None
 
 
-def scan_texts(sources: Iterable[TextFile], patterns: Mapping[TextKind, PatternSet], engine: str = "auto") -> list[FileScan]:
+# ---------------------------------------------------------------- many files, many threads
+
+MAX_WORKERS = 32  # scanning threads at most, whatever the machine
+IN_FLIGHT = 64 * 1024 * 1024  # bytes being read and scanned at once, over all threads
+PARALLEL_MIN = 8 * 1024 * 1024  # bytes to scan (all files) from which threads are used
+_THREADS_ENV = "DIAGNOSE_SCAN_THREADS"
+
+
+def default_workers() -> int:
+    """Scanning threads: one per core this process may use (DIAGNOSE_SCAN_THREADS overrides,
+    for tests and benchmarks)."""
+    wanted = os.environ.get(_THREADS_ENV, "")
+    if wanted.isdigit() and int(wanted) > 0:
+        return min(int(wanted), MAX_WORKERS)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_WORKERS))
+
+
+def part_bytes(workers: int) -> int:
+    """Part size: every thread busy on a part of its own, IN_FLIGHT bytes in all."""
+    return max(2 * 1024 * 1024, min(CHUNK_BYTES, IN_FLIGHT // max(workers, 1)))
+
+
+def scan_files(jobs: Sequence[tuple[TextFile, Scanner]], workers: int | None = None,
+               chunk_bytes: int | None = None) -> list[FileScan]:
+    """Scan each (file, scanner), the parts of all files on `workers` threads (one core each;
+    matching holds no lock), merged per file in order. Results are those of one thread."""
+    started = time.perf_counter()
+    total = sum(file_size(source.path) for source, _ in jobs)
+    if not workers:
+        # A small scan stays on this thread: starting a pool (and importing it) costs more than
+        # it saves, and numpy is not imported (bytecount.NUMPY_WORTH).
+        workers = default_workers() if total >= PARALLEL_MIN or _THREADS_ENV in os.environ else 1
+    wanted = os.environ.get("DIAGNOSE_SCAN_PART", "")  # for tests and benchmarks: parts of this size
+    chunk_bytes = chunk_bytes or (int(wanted) if wanted.isdigit() and int(wanted) > 0 else None)
+    piece = chunk_bytes or part_bytes(workers)
+    read = chunk_bytes or piece + 2 * _PLAN_SLACK  # a part's bytes fit one read
+    tasks: list[_Task] = []
+    stops: list[_Stops] = []
+    for number, (source, scanner) in enumerate(jobs):
+        tasks.extend(scanner.plan(source, number, piece, read))
+        stops.append(_Stops(len(scanner.patterns)))
+    prepare_counts(total)
+    left = [0] * len(jobs)  # parts of each file still to come
+    for task in tasks:
+        left[task.file] += 1
+    parts: list[list[_Part]] = [[] for _ in jobs]
+    results: list[FileScan | None] = [None] * len(jobs)
+
+    def collect(task: _Task, part: _Part) -> None:
+        # A file is merged as soon as its last part is in, and its parts let go: what waits in
+        # memory is one file's parts (their 16 KiB tails), whatever the number of files.
+        parts[task.file].append(part)
+        left[task.file] -= 1
+        if not left[task.file]:
+            source, scanner = jobs[task.file]
+            results[task.file] = scanner.merge(source, stops[task.file], parts[task.file], started)
+            parts[task.file] = []
+
+    if workers <= 1 or len(tasks) <= 1:
+        try:
+            for task in tasks:
+                source, scanner = jobs[task.file]
+                collect(task, scanner.scan_part(source, stops[task.file], task))
+        finally:
+            _local.__dict__.pop("buffers", None)  # this thread goes on: do not keep 16 MiB for the next scan
+    else:
+        _run_parallel(jobs, tasks, stops, collect, workers)
+    return [result if result is not None else jobs[n][1].merge(jobs[n][0], stops[n], [], started)
+            for n, result in enumerate(results)]
+
+
+_PLAN_SLACK = 64 * 1024  # how far past its nominal end a part may reach to end at a newline
+
+
+def _run_parallel(jobs: Sequence[tuple[TextFile, Scanner]], tasks: list[_Task], stops: list[_Stops],
+                  collect: Callable[[_Task, _Part], None], workers: int) -> None:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    ahead = workers * 3  # parts started and not yet collected, at most: bounds what waits in memory
+    queue: deque[tuple[_Task, Future[_Part]]] = deque()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="diagnose-scan") as pool:
+        def submit(task: _Task) -> None:
+            source, scanner = jobs[task.file]
+            queue.append((task, pool.submit(scanner.scan_part, source, stops[task.file], task)))
+
+        upcoming = iter(tasks)
+        try:
+            for task in upcoming:
+                submit(task)
+                if len(queue) >= ahead:
+                    break
+            while queue:
+                task, future = queue.popleft()
+                collect(task, future.result())
+                following = next(upcoming, None)
+                if following is not None:
+                    submit(following)
+        except BaseException:
+            for _task, future in queue:
+                future.cancel()
+            raise
+
+
+def prepare_counts(total_bytes: int) -> None:
+    from diagnose.engine import bytecount
+
+    bytecount.prepare(total_bytes)
+
+
+def scan_texts(sources: Iterable[TextFile], patterns: Mapping[TextKind, PatternSet], engine: str = "auto",
+               workers: int | None = None) -> list[FileScan]:
     scanners = {kind: Scanner(kind, pats, engine) for kind, pats in patterns.items()}
-    results = []
-    for source in sources:
-        scanner = scanners.get(source.kind)
-        if scanner is not None:
-            results.append(scanner.scan(source))
-    return results
+    jobs = [(source, scanners[source.kind]) for source in sources if source.kind in scanners]
+    return scan_files(jobs, workers) if jobs else []

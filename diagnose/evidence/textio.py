@@ -12,7 +12,7 @@ import queue
 import re
 import stat as stat_module
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar, cast
@@ -41,7 +41,11 @@ class LineCuts:
 
 
 def _last_separator(buf: bytearray, start: int, end: int) -> int:
-    return max(buf.rfind(b"\n", start, end), buf.rfind(b"\r", start, end))
+    # The last '\n', then a '\r' only after it: a '\r' is rare, and looking for one in the whole
+    # window was most of the cost of reading a log without long lines.
+    newline = buf.rfind(b"\n", start, end)
+    cr = buf.rfind(b"\r", newline + 1 if newline >= 0 else start, end)
+    return cr if cr >= 0 else newline
 
 
 def cap_region(buf: bytearray, start: int, end: int, run: int, cuts: LineCuts, limit: int = MAX_LINE) -> tuple[int, int]:
@@ -263,6 +267,20 @@ def read_tail(path: Path, limit: int) -> tuple[bytes, int]:
     return _capped(*_drop_partial_line(data, before + 1))
 
 
+def read_last(path: Path, limit: int) -> bytes:
+    """The last `limit` bytes of a plain file, its lines cut at MAX_LINE: one seek and one read
+    (read_tail also numbers the lines, which can cost a pass over the whole file)."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > limit:
+                handle.seek(size - limit)
+            data = handle.read(limit)
+    except OSError as exc:
+        raise _read_error(path, exc) from None
+    return cap_lines(data)[0]
+
+
 def _capped(data: bytes, line_no: int) -> tuple[bytes, int]:
     # The tail is read straight from the file, past iter_blocks: the line cap is applied here.
     return cap_lines(data)[0], line_no
@@ -335,54 +353,148 @@ def iter_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES, ring: int = 2,
     Lines are cut at MAX_LINE as they are read (counted in `cuts`): memory and every later
     step stay bounded whatever the file (a .gz expanding to one 10 GB line).
     """
-    cuts = cuts if cuts is not None else LineCuts()
-    run = 0  # length, as read, of the line under way at the end of what was kept
-    ring = max(ring, 2)
     known = file_size(path) if not is_compressed(path) else 0
     # A small file gets a buffer its size: allocating (and zeroing) 16 MiB would dominate.
     first_size = min(chunk_bytes, known + 1) if known else chunk_bytes
-    buffers: list[bytearray] = [bytearray(first_size)]
+    with open_stream(path) as stream:
+        readinto = cast(io.RawIOBase, stream).readinto  # every stream open_stream returns has it
+        yield from _blocks(readinto, path, first_size, chunk_bytes, [], max(ring, 2), cuts)
+
+
+def _blocks(readinto: Callable[[memoryview], int | None], path: Path, first_size: int, chunk_bytes: int,
+            buffers: list[bytearray], ring: int, cuts: LineCuts | None) -> Iterator[tuple[bytearray, int]]:
+    """The pieces of iter_blocks, read with `readinto` into `buffers` (reused when they are
+    given: a buffer grown past chunk_bytes by a long line is dropped, not kept)."""
+    cuts = cuts if cuts is not None else LineCuts()
+    run = 0  # length, as read, of the line under way at the end of what was kept
+    buffers[:] = [b for b in buffers if len(b) <= max(chunk_bytes, first_size)][:ring]
+    if not buffers or len(buffers[0]) < first_size:
+        buffers[:1] = [bytearray(first_size)]
     index = 0
     filled = 0  # bytes in buffers[index]: the carried unfinished line, then what was read
     eof = False
-    with open_stream(path) as stream:
-        readinto = cast(io.RawIOBase, stream).readinto  # every stream open_stream returns has it
-        while not eof:
-            buffer = buffers[index]
-            with memoryview(buffer) as view:
-                while filled < len(buffer):
-                    try:
-                        count = readinto(view[filled:])
-                    except Exception as exc:
-                        raise _read_error(path, exc) from None
-                    if not count:
-                        eof = True
-                        break
-                    filled, run = cap_region(buffer, filled, filled + count, run, cuts)
-            if not filled:
-                break
-            if eof:
-                cut = filled
+    while not eof:
+        buffer = buffers[index]
+        with memoryview(buffer) as view:
+            while filled < len(buffer):
+                try:
+                    count = readinto(view[filled:])
+                except Exception as exc:
+                    raise _read_error(path, exc) from None
+                if not count:
+                    eof = True
+                    break
+                filled, run = cap_region(buffer, filled, filled + count, run, cuts)
+        if not filled:
+            break
+        if eof:
+            cut = filled
+        else:
+            newline = buffer.rfind(b"\n", 0, filled)
+            if newline < 0:
+                if len(buffer) < MAX_CARRY:  # one line longer than the buffer: grow it
+                    buffers[index] = buffer = buffer + bytes(len(buffer))
+                    continue
+                newline = buffer.rfind(b"\r", 0, filled)
+                cut = newline + 1 if newline >= 0 else filled
             else:
-                newline = buffer.rfind(b"\n", 0, filled)
-                if newline < 0:
-                    if len(buffer) < MAX_CARRY:  # one line longer than the buffer: grow it
-                        buffers[index] = buffer = buffer + bytes(len(buffer))
-                        continue
-                    newline = buffer.rfind(b"\r", 0, filled)
-                    cut = newline + 1 if newline >= 0 else filled
-                else:
-                    cut = newline + 1
-            yield buffer, cut  # in use while the next piece is read into another buffer
-            rest = filled - cut
-            index = (index + 1) % ring
-            if index == len(buffers):
-                buffers.append(bytearray(max(len(buffer), rest + 1)))
-            elif len(buffers[index]) < rest + 1:
-                buffers[index] = bytearray(max(len(buffer), rest + 1))
-            if rest:  # the unfinished line moves to the next buffer's start
-                buffers[index][:rest] = memoryview(buffer)[cut:filled]
-            filled = rest
+                cut = newline + 1
+        yield buffer, cut  # in use while the next piece is read into another buffer
+        if eof:
+            break
+        rest = filled - cut
+        index = (index + 1) % ring
+        if index == len(buffers):
+            buffers.append(bytearray(max(len(buffer), rest + 1)))
+        elif len(buffers[index]) < rest + 1:
+            buffers[index] = bytearray(max(len(buffer), rest + 1))
+        if rest:  # the unfinished line moves to the next buffer's start
+            buffers[index][:rest] = memoryview(buffer)[cut:filled]
+        filled = rest
+
+
+def plan_ranges(path: Path, size: int, piece: int) -> list[tuple[int, int]]:
+    """Byte ranges of a plain file, about `piece` bytes each, every one ending just after a
+    '\\n' (or at the end of the file), so each holds whole lines and they add up to the file.
+
+    A boundary is the first '\\n' at or after each multiple of `piece`, found by reading a small
+    window there; a line longer than the window is followed to its end (memchr speed, one
+    window in memory at a time), so a range is never cut inside a line.
+    """
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise InputError(f"{path}: {why_unreadable(exc)}") from None
+    try:
+        while start < size:
+            probe = start + piece
+            if probe >= size:
+                ranges.append((start, size))
+                break
+            end = size
+            window_size = 4096  # lines are short: a small read finds the newline; a long line doubles it
+            while probe < size:
+                window = os.pread(fd, window_size, probe - 1)
+                if not window:
+                    break
+                at = window.find(b"\n")
+                if at >= 0:
+                    end = probe + at  # just after the newline: probe - 1 + at + 1
+                    break
+                probe += len(window)
+                window_size = min(2 * window_size, _PLAN_WINDOW)
+            ranges.append((start, min(end, size)))
+            start = end
+    except OSError as exc:
+        raise _read_error(path, exc) from None
+    finally:
+        os.close(fd)
+    return ranges
+
+
+_PLAN_WINDOW = 1024 * 1024
+
+
+def iter_range_blocks(path: Path, start: int, end: int, buffers: list[bytearray], chunk_bytes: int = CHUNK_BYTES,
+                      cuts: LineCuts | None = None) -> Iterator[tuple[bytearray, int]]:
+    """iter_blocks over bytes [start, end) of a plain file, read with pread into `buffers`
+    (reused between calls: a worker thread keeps its own). `start` must begin a line (0, or
+    just after a '\\n'). Pieces and line cuts are as iter_blocks makes them for the whole file;
+    a piece is valid until the next one is asked for."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise InputError(f"{path}: {why_unreadable(exc)}") from None
+    try:
+        offset = start
+
+        def readinto(view: memoryview) -> int:
+            nonlocal offset
+            want = min(len(view), end - offset)
+            if want <= 0:
+                return 0
+            count = os.preadv(fd, [view[:want]], offset) if _PREADV else _pread_into(fd, view, want, offset)
+            offset += count
+            return count
+
+        # A part close to a piece's size gets a whole piece: the buffer is then reused by every
+        # part, never reallocated (and zeroed) for one a few bytes longer than the last.
+        want = end - start + 1
+        yield from _blocks(readinto, path, chunk_bytes if want > chunk_bytes // 2 else min(chunk_bytes, want),
+                           chunk_bytes, buffers, 2, cuts)
+    finally:
+        os.close(fd)
+
+
+_PREADV = hasattr(os, "preadv")
+
+
+def _pread_into(fd: int, view: memoryview, want: int, offset: int) -> int:
+    data = os.pread(fd, want, offset)
+    view[: len(data)] = data
+    return len(data)
 
 
 class _Failure:

@@ -44,3 +44,28 @@ def test_fatal_errors_without_traceback() -> None:
 def test_warnings_are_not_crashes() -> None:
     # A complete healthy run (torch 2.13 CPU) with real UserWarning/FutureWarning lines.
     assert find_crashes(FIXTURES / "healthy-cpu-train" / "logs" / "train.log") == []
+
+
+def test_a_crash_has_the_time_of_the_newest_timed_line_up_to_it() -> None:
+    # Times are read only when a crash asks for one: the answer is the eager one, every line's
+    # time read in order (year-less glog times with the log's own year).
+    from diagnose.engine.tracebacks import read_text
+    from diagnose.evidence.lines import log_clock, log_time
+
+    logs = [FIXTURES / "torchrun-rank-exception" / "logs" / "train-tee.log", DATA / "shapes" / "ts-dataloader.log",
+            DATA / "shapes" / "retried-io-errors.log", DATA / "logs" / "fx-trace-race.log"]
+    timed = 0
+    for log in logs:
+        text = log.read_text(errors="replace")
+        clock = log_clock("", text, log.stat().st_mtime)
+        crashes = read_text(text, 1, None, clock).crashes
+        assert crashes, log
+        for crash in crashes:
+            latest = None
+            for line in text.split("\n")[: crash.line_no]:
+                for segment in line.split("\r"):
+                    moment = log_time(segment, clock.year, clock.not_after) if segment.strip() else None
+                    latest = moment if moment is not None else latest
+            assert crash.time == latest, (log.name, crash.line_no)
+            timed += latest is not None
+    assert timed >= 3

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.errors import InputError
-from diagnose.evidence.textio import iter_blocks, iter_chunks, prefetch, read_tail
+from diagnose.evidence.textio import MAX_LINE, iter_blocks, iter_chunks, prefetch, read_last, read_tail
 from tests.support.scan import SCAN_DATA
 
 DDP = SCAN_DATA / "ddp-healthy-train.log"
@@ -107,3 +107,15 @@ def test_read_tail_numbers_lines_from_a_scan_count_without_rereading(tmp_path: P
     log.write_bytes(DDP.read_bytes())  # changed: the remembered count no longer applies
     monkeypatch.undo()
     assert read_tail(log, 5000) == read_tail(DDP, 5000)
+
+
+def test_read_last_is_the_files_end_with_its_lines_cut(tmp_path: Path) -> None:
+    data = DDP.read_bytes()
+    assert read_last(DDP, len(data) + 10) == data
+    assert read_last(DDP, 1000) == data[-1000:]
+    long = tmp_path / "long.log"
+    long.write_bytes(data + b"y" * (3 * MAX_LINE) + b"\nend\n")
+    last = read_last(long, 2 * MAX_LINE)  # all inside the long line: its first MAX_LINE bytes are kept
+    assert last == b"y" * MAX_LINE + b"\nend\n"
+    with pytest.raises(InputError):
+        read_last(tmp_path / "missing.log", 10)

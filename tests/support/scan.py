@@ -81,10 +81,10 @@ def assert_matches_reference(result: FileScan, expected: dict[tuple[int, int | N
 
 
 def summary_of(result: FileScan) -> dict[str, object]:
-    """Everything a scan found, for comparing engines (times included)."""
+    """Everything a scan found, for comparing engines (times and match spans included)."""
     return {
         "lines": result.lines, "bytes": result.bytes, "cut": result.cut_lines, "timeouts": dict(result.timeouts),
-        "hits": {(i, r): (s.count, [(h.line_no, h.text, h.time, h.rank, dict(h.captures)) for h in s.hits()])
+        "hits": {(i, r): (s.count, [(h.line_no, h.text, h.time, h.rank, dict(h.captures), h.span) for h in s.hits()])
                  for i, by_rank in result.hits.items() for r, s in by_rank.items()},
     }
 
