@@ -14,7 +14,7 @@ from pathlib import Path
 
 from diagnose.engine.findings import reread_gap
 from diagnose.engine.tracebacks import Crash, find_crashes, on_clock
-from diagnose.evidence.lines import log_time, rank_of, strip_ansi, strip_prefix
+from diagnose.evidence.lines import LinePrefix, log_time, rank_of, split_prefix, strip_ansi, strip_prefix
 from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextFile, TextKind
 from diagnose.evidence.parsers.elastic import ROOT_HEADER, ElasticSummary, parse_failure_summary
 from diagnose.evidence.textio import read_tail
@@ -140,9 +140,10 @@ class RunLog:
         return self.summaries[-1] if self.summaries else None
 
 
-def line_rank(text: str, file_rank: int | None) -> int | None:
-    """Global rank of a line: torch's [rankN] (after torchrun's [defaultN]), NCCL's "[PG .. Rank N]", the file's rank."""
-    rank = rank_of(text)
+def line_rank(text: str, file_rank: int | None, prefix: LinePrefix | None = None) -> int | None:
+    """Global rank of a line: torch's [rankN] (after torchrun's [defaultN]), NCCL's "[PG .. Rank N]", the file's rank.
+    `prefix`: the line's launcher prefixes, when the caller has them already."""
+    rank = rank_of(text) if prefix is None else prefix.global_rank
     if rank is not None:
         return rank
     inner = _INNER_RANK.search(text[:400]) if "Rank " in text else None
@@ -178,9 +179,11 @@ def _collective(line: LogLine) -> CollectiveRecord | None:
     return None
 
 
-def own_output(text: str) -> bool:
-    """A line the training code printed itself: not torch's / NCCL's logging, not a traceback."""
-    body = strip_prefix(text)
+def own_output(text: str, body: str | None = None) -> bool:
+    """A line the training code printed itself: not torch's / NCCL's logging, not a traceback.
+    `body`: the line past its launcher prefixes, when the caller has it already."""
+    if body is None:
+        body = strip_prefix(text)
     if not body.strip() or body[:1].isspace():  # traceback frames and code lines are indented
         return False
     return not _LIBRARY_LINE.search(body) and not body.startswith("Traceback")
@@ -226,10 +229,11 @@ def read_file(source: TextFile, tail_bytes: int = TAIL_BYTES) -> RunLog:
             if not segment.strip():
                 continue
             lines.append((line_no, segment))
-            rank = line_rank(segment, source.rank)
+            prefix, body = split_prefix(segment)  # once a line: its rank and whether the program printed it
+            rank = line_rank(segment, source.rank, prefix)
             if rank is not None:
                 log.ranks.add(rank)
-                if own_output(segment):
+                if own_output(segment, body):
                     log.last_line[rank] = LogLine(source.display, line_no, segment, rank, year, source.host, source.clock_offset)
             if want_last_error:
                 want_last_error = False
