@@ -14,7 +14,6 @@ from typing import BinaryIO
 
 from diagnose.errors import InputError
 from diagnose.evidence.sniff import split_kind
-from diagnose.evidence.tempdirs import private_tempdir, remove
 
 STDIN = "-"
 MAX_STDIN = 4 << 30  # bytes of standard input kept (4 GiB): a runaway pipe must not fill the disk
@@ -42,6 +41,8 @@ def stdin_paths(args: Sequence[str], stream: BinaryIO) -> Iterator[tuple[list[st
         return
     if len(wanted) > 1:
         raise InputError("`-` (standard input) can be given only once")
+    from diagnose.evidence.tempdirs import private_tempdir, remove  # shutil, tempfile: only when `-` is given
+
     folder = private_tempdir("diagnose-stdin-")
     try:
         copy = folder / NAME

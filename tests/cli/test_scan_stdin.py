@@ -97,3 +97,19 @@ def test_stdin_bad_input_is_one_line() -> None:
     assert (empty.returncode, empty.stderr) == (2, b"diagnose: error: -: standard input is empty, nothing to scan\n")
     other = scan(["notakind:-"], DMESG.read_bytes())
     assert (other.returncode, other.stderr) == (2, b"diagnose: error: notakind:-: no such file or directory\n")
+
+
+def ranks_block(report: bytes) -> list[bytes]:
+    lines = report.splitlines()
+    start = lines.index(b"Ranks")
+    return lines[start:lines.index(b"", start)]
+
+
+def test_stdin_of_two_ranks_draws_their_timeline() -> None:
+    """The Ranks table of a piped log (the run's timeline: built, for the terminal report, from a
+    re-read of the logs) is the file's: standard input's copy is there while it is built."""
+    log = FIXTURES / "nccl-hang-2gpu" / "logs" / "nccl-hang.log"
+    piped = scan(["-"], log.read_bytes())
+    direct = scan([str(log)], b"")
+    assert piped.returncode == direct.returncode == 1, piped.stderr
+    assert len(ranks_block(piped.stdout)) > 3 and ranks_block(piped.stdout) == ranks_block(direct.stdout)
