@@ -22,17 +22,24 @@ if TYPE_CHECKING:
 
 
 def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: float | None = None,
-             until: float | None = None, stall_after: float | None = None) -> Diagnosis:
+             until: float | None = None, stall_after: float | None = None, timeline: bool = True) -> Diagnosis:
+    """timeline=False: no run timeline (Diagnosis.timeline None), for callers whose reports do not
+    draw it (report.render.DRAWS_TIMELINE): it costs a small scan its import, a re-read of the logs'
+    tails and its masking. Decided here, not when a report first reads it: by then the logs may be
+    gone (standard input's copy) or elsewhere (relative paths after a chdir)."""
     from diagnose.engine.checks import checks
     from diagnose.engine.evaluate import run_rules
     from diagnose.engine.rank import rank_all
     from diagnose.engine.runview import STALL_AFTER
-    from diagnose.engine.timeline import build_timeline
 
     started = time.perf_counter()
     result = run_rules(rules.rules, evidence, engine=engine, since=since, until=until)
     ranked = rank_all(result.findings, evidence, stall_after=STALL_AFTER if stall_after is None else stall_after)
-    timeline = build_timeline(evidence, ranked.causes, ranked.events, ranked.view)
+    run_timeline = None
+    if timeline:
+        from diagnose.engine.timeline import build_timeline
+
+        run_timeline = build_timeline(evidence, ranked.causes, ranked.events, ranked.view)
     # Engine and ranker gaps: budgets spent, logs that could not be read again (each said once).
     gaps = list(evidence.gaps) + list(dict.fromkeys(result.gaps + ranked.gaps))
     for scan in result.scans:
@@ -61,7 +68,7 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
                      checked=checks(evidence, ranked.view, ranked.events), state=ranked.state.state,
                      state_reason=ranked.state.reason,
                      window=(ranked.view.start, ranked.view.start_source, ranked.view.last_write, ranked.view.end_source),
-                     timeline=timeline, nodes=nodes, first_failure=first)
+                     timeline=run_timeline, nodes=nodes, first_failure=first)
 
 
 def remote_stats(evidence: Evidence, sets: Any, gaps: list[Gap]) -> dict[str, object] | None:

@@ -155,6 +155,13 @@ def parse_formats(formats: Sequence[str], output: Path | None) -> list[tuple[str
     return chosen
 
 
+def wants_timeline(formats: Sequence[tuple[str, Path | None]]) -> bool:
+    """Whether a chosen format draws the run's timeline: only then is it built."""
+    from diagnose.report.render import Format, draws_timeline
+
+    return draws_timeline(Format(name) for name, _ in formats)
+
+
 def parse_time(value: str | None, name: str) -> float | None:
     if value is None:
         return None
@@ -504,7 +511,7 @@ def run_command(ctx: click.Context, targets: tuple[str, ...], formats: tuple[str
             ruleset = load_ruleset(rule_dirs, config.rule_dirs)
         evidence = pending.evidence()
     diagnosis = timed_diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t,
-                               stall_after=parse_age(stall_after, "stall-after"))
+                               stall_after=parse_age(stall_after, "stall-after"), timeline=wants_timeline(chosen))
     ctx.exit(emit(diagnosis, chosen, fail_on, verbose, ruleset, color=resolve_color(color), quiet=quiet,
                   category=sarif_category))
 
@@ -625,7 +632,8 @@ def scan_command(ctx: click.Context, paths: tuple[str, ...], formats: tuple[str,
     ruleset = load_ruleset(rule_dirs, config_rule_dirs(config_path))
     with stdin_as_file(paths) as (args, names):
         evidence = evidence_from_paths(args, names)
-        diagnosis = timed_diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t)
+        diagnosis = timed_diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t,
+                                   timeline=wants_timeline(chosen))
     ctx.exit(emit(diagnosis, chosen, fail_on, verbose, ruleset, color=resolve_color(color), quiet=quiet,
                   category=sarif_category))
 

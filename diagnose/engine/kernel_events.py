@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from diagnose.evidence.lines import dmesg_seconds, kernel_time
+from diagnose.evidence.lines import dmesg_seconds, kernel_time, xid_line
 from diagnose.evidence.model import Evidence, TextFile, TextKind
 from diagnose.evidence.textio import read_tail
 
@@ -23,8 +23,6 @@ _KILLED = re.compile(
 _REAPED = re.compile(r"oom_reaper: reaped process (?P<pid>\d{1,10}) \((?P<comm>[^)\n]{0,64})\)")
 _OOM_INFO = re.compile(r"oom-kill:constraint=")
 _FIELD = re.compile(r"(?P<key>oom_memcg|task_memcg|task|pid)=(?P<value>[^,\s]{0,512})")
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]{1,32})[^)]{0,40}\): (?P<xid>\d{1,4}),"
-                  r"(?: pid=(?P<pid>'?[^,]{0,24}'?),)?(?: name=(?P<name>[^,]{0,64}),)?")
 _SEGV = re.compile(r"(?:^|[\s\]])(?P<comm>[^\s\[\]]{1,64})\[(?P<pid>\d{1,10})\]: (?:segfault at|general protection)")
 _TRAPS = re.compile(r"traps: (?P<comm>[^\s\[\]]{1,64})\[(?P<pid>\d{1,10})\] (?:general protection|trap )")
 
@@ -96,10 +94,10 @@ def _events_of(text: TextFile) -> list[KernelEvent]:
                 found.append(KernelEvent("oom_kill", pid, match.group("comm"), when, text.display, line_no, line.strip(),
                                          detail="oom_reaper"))
             continue
-        match = _XID.search(line)
-        if match:
-            found.append(KernelEvent("xid", _int(match.group("pid")), (match.group("name") or "").strip() or None, when,
-                                     text.display, line_no, line.strip(), detail=f"Xid {match.group('xid')}"))
+        xid = xid_line(line)
+        if xid is not None:
+            found.append(KernelEvent("xid", _int(xid.pid), (xid.name or "").strip() or None, when,
+                                     text.display, line_no, line.strip(), detail=f"Xid {xid.xid}"))
             continue
         match = _SEGV.search(line) or _TRAPS.search(line)
         if match:

@@ -2,11 +2,11 @@
 the log's activity, its last line, its first error, watchdog timeouts and exits; a lane per host
 for the kernel's events (OOM kills, Xids, segfaults), each tied to the run or not.
 
-Built once per diagnosis from what the engine already knows (the causes' evidence, the
-collective-timeout records and torchelastic summary of the run log, the kernel events and their
-attribution) plus a bounded read of each log's head and tail for activity and line times. It
-lives on the Diagnosis, so reports mask it like everything else: they never read a log
-themselves.
+Built once per diagnosis whose reports draw it (app.diagnose(timeline=...)) from what the engine
+already knows (the causes' evidence, the collective-timeout records and torchelastic summary of
+the run log, the kernel events and their attribution) plus a bounded read of each log's head and
+tail for activity and line times. It lives on the Diagnosis, so reports mask it like everything
+else: they never read a log themselves.
 """
 
 from __future__ import annotations

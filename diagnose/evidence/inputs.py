@@ -12,6 +12,8 @@ from diagnose.errors import InputError
 from diagnose.evidence.assemble import FileEntry, display_path, evidence_from_files, merge
 from diagnose.evidence.model import Evidence, FileKind
 from diagnose.evidence.sniff import base_name, folder_skip_reason, rank_from_path, sniff, split_kind
+from diagnose.evidence.stdin import DISPLAY as STDIN_DISPLAY
+from diagnose.evidence.stdin import STDIN
 from diagnose.evidence.textio import (
     HEAD_BYTES,
     looks_binary,
@@ -76,17 +78,13 @@ def _walk(folder: Path, notes: list[str]) -> Iterable[Path]:
 
 def collect_paths(args: Sequence[str], names: Mapping[str, str] | None = None) -> tuple[list[FileEntry], list[Path], list[str]]:
     """Resolve `diagnose scan` arguments into file entries, bundles, and notes on skipped files.
-    names: display names for some paths (standard input's copy is "<stdin>")."""
+    names: display names for some paths: standard input's copy is "<stdin>" (`-` and `KIND:-` are
+    replaced by that copy's path before this, by evidence.stdin.stdin_paths)."""
     entries: list[FileEntry] = []
     bundles: list[Path] = []
     notes: list[str] = []
-    if sum(1 for arg in args if split_kind(arg)[1] == "-") > 1:
-        raise InputError("-: standard input can be scanned once")
     for arg in args:
         forced, raw = split_kind(arg)
-        if raw == "-":
-            entries.append(_stdin_entry(forced))
-            continue
         path = Path(raw)
         _check_exists(raw)
         if path.is_dir():
@@ -124,33 +122,12 @@ def collect_paths(args: Sequence[str], names: Mapping[str, str] | None = None) -
             if shown is None:
                 raise
             # a copy of standard input: named as the user gave it, never by its temp path
-            raise InputError(exc.message.replace(str(path), "-" if shown == STDIN_NAME else shown)) from None
+            raise InputError(exc.message.replace(str(path), STDIN if shown == STDIN_DISPLAY else shown)) from None
         if entry is not None:
             if names and raw in names:
                 entry = (entry[0], entry[1], names[raw], entry[3], entry[4])
             entries.append(entry)
     return entries, bundles, notes
-
-
-STDIN_NAME = "<stdin>"
-
-
-def _stdin_entry(forced: FileKind | None) -> FileEntry:
-    """`diagnose scan -`: standard input (`ssh host cat train.log | diagnose scan -`), copied as
-    it comes into a private file (the scanner reads files, and in pieces), never held in memory."""
-    import shutil
-    import sys
-
-    from diagnose.evidence.tempdirs import private_tempdir
-
-    target = private_tempdir("diagnose-stdin-") / "stdin.log"
-    source = sys.stdin.buffer
-    with open(target, "wb") as out:
-        shutil.copyfileobj(source, out, 1 << 20)
-    head = read_head(target, HEAD_BYTES)
-    if looks_binary(head) and forced is None:
-        raise InputError("-: binary input, not a text log (give KIND:- only for text)")
-    return (forced or sniff(target, head), target, STDIN_NAME, None, None)
 
 
 def _check_exists(raw: str) -> None:
@@ -218,7 +195,7 @@ def _entry(path: Path, forced: FileKind | None, notes: list[str], strict: bool) 
 def evidence_from_paths(args: Sequence[str], names: Mapping[str, str] | None = None) -> Evidence:
     entries, bundles, notes = collect_paths(args, names)
     if not bundles:
-        return evidence_from_files(entries, notes=notes)
+        return _named_inputs(evidence_from_files(entries, notes=notes), names)
     from diagnose.evidence.bundle import evidence_from_bundle
 
     if bundles and not entries and len(bundles) == 1:
@@ -227,4 +204,12 @@ def evidence_from_paths(args: Sequence[str], names: Mapping[str, str] | None = N
     evidence = evidence_from_files(entries, notes=notes)
     for path in bundles:
         evidence = merge(evidence, evidence_from_bundle(path))
-    return evidence
+    return _named_inputs(evidence, names)
+
+
+def _named_inputs(evidence: Evidence, names: Mapping[str, str] | None) -> Evidence:
+    """The run's inputs as the reports name them: standard input's copy is "<stdin>", never the
+    path of a temp file that is gone when the report is read."""
+    if not names or not any(name in names for name in evidence.run.inputs):
+        return evidence
+    return replace(evidence, run=replace(evidence.run, inputs=tuple(names.get(name, name) for name in evidence.run.inputs)))

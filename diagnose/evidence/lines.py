@@ -300,6 +300,41 @@ def dmesg_seconds(line: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
+# ---------------------------------------------------------------- the NVIDIA driver's Xid line
+#
+# "NVRM: Xid (PCI:0000:00:06): 43, pid=680, name=python3, channel 0x0000000a" (dmesg on an H200,
+# tests/data/samples/h200). The pid and name are missing on some Xids ("...: 79, GPU has fallen
+# off the bus."), the name alone on others ("...: 63, pid=1896, Row Remapper: ..."), and both may
+# be the driver's quoted placeholder (rules/gpu/gpu.xid-*.yaml quote real lines of each shape).
+# On MIG the PCI address is followed by the GPU and compute instance. Bounded, so a hostile line
+# costs linear time; read by engine/kernel_events.py (events tied to runs) and
+# engine/analyzers/cuda.py (the Xid table): one pattern, so the two never disagree on a line.
+XID_LINE = re.compile(
+    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]{1,32})[^)]{0,40}\): (?P<xid>\d{1,4}),"
+    r"(?: pid=(?P<pid>'?[^,]{0,24}'?),)?(?: name=(?P<name>[^,]{0,64}),)? ?(?P<msg>.*)"
+)
+
+
+class XidLine(NamedTuple):
+    xid: int
+    pci: str
+    pid: str | None  # as printed: digits, or the driver's quoted placeholder
+    name: str | None  # as printed (may hold spaces around it)
+    message: str  # what follows, stripped
+
+
+def xid_line(line: str) -> XidLine | None:
+    """The fields of the driver's Xid line, wherever it stands in `line` (syslog, journal and
+    dmesg stamps in front); None for any other line."""
+    if "Xid" not in line:  # most kernel lines: no regex run at all
+        return None
+    match = XID_LINE.search(line)
+    if match is None:
+        return None
+    return XidLine(int(match.group("xid")), match.group("pci"), match.group("pid"), match.group("name"),
+                   match.group("msg").strip())
+
+
 # ---------------------------------------------------------------- progress and finishing
 #
 # A run that printed an error and then went on (a retried read, a logged and skipped batch)

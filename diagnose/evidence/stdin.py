@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 from diagnose.errors import InputError
-from diagnose.evidence.tempdirs import private_tempdir, remove
+from diagnose.evidence.sniff import split_kind
 
 STDIN = "-"
 MAX_STDIN = 4 << 30  # bytes of standard input kept (4 GiB): a runaway pipe must not fill the disk
@@ -22,24 +22,27 @@ NAME = "stdin"  # the copy's file name
 DISPLAY = "<stdin>"  # how reports name it
 
 
+def _is_stdin(arg: str) -> bool:
+    """`-`, or `KIND:-` with a KIND the scanner knows (`notakind:-` is a file of that name)."""
+    return split_kind(arg)[1] == STDIN
+
+
 def _replace(arg: str, copy: str) -> str:
-    if arg == STDIN:
-        return copy
-    if arg.endswith(":" + STDIN):  # KIND:-
-        return arg[: -len(STDIN)] + copy
-    return arg
+    return arg[: -len(STDIN)] + copy if _is_stdin(arg) else arg
 
 
 @contextlib.contextmanager
 def stdin_paths(args: Sequence[str], stream: BinaryIO) -> Iterator[tuple[list[str], dict[str, str]]]:
     """The arguments with `-` (or `KIND:-`) replaced by the path of a copy of standard input, and
     the display name of that copy ({path: "<stdin>"})."""
-    wanted = [arg for arg in args if arg == STDIN or arg.endswith(":" + STDIN)]
+    wanted = [arg for arg in args if _is_stdin(arg)]
     if not wanted:
         yield list(args), {}
         return
     if len(wanted) > 1:
         raise InputError("`-` (standard input) can be given only once")
+    from diagnose.evidence.tempdirs import private_tempdir, remove  # shutil, tempfile: only when `-` is given
+
     folder = private_tempdir("diagnose-stdin-")
     try:
         copy = folder / NAME

@@ -19,9 +19,13 @@ def redact_diagnosis(diagnosis: Diagnosis) -> Diagnosis:
     go through one Masker in order, so the body lines of a PEM key shown as separate evidence
     lines are masked like the lines of one file."""
     found: set[str] = set()
+    # Each string's masked text, from the first pass: the second masks the same strings again
+    # (and a line shown in several places, as evidence and on the timeline, is one string).
+    redacted: dict[str, str] = {}
 
     def collect(text: str) -> str:
-        redact(text, found)
+        if text not in redacted:
+            redacted[text] = redact(text, found)  # `found` only collects: the result is redact(text)
         return text
 
     scrub(diagnosis, collect)
@@ -38,7 +42,8 @@ def redact_diagnosis(diagnosis: Diagnosis) -> Diagnosis:
         return text
 
     def mask(text: str) -> str:
-        return chase(redact(text))
+        done = redacted.get(text)
+        return chase(redact(text) if done is None else done)
 
     causes = []
     for cause in diagnosis.causes:

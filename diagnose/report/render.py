@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
@@ -43,6 +43,15 @@ MODULES: dict[Format, str] = {
     Format.GITHUB: "github",
     Format.HTML: "html",
 }
+
+
+# The formats that draw the run's timeline (the terminal's Ranks table, the HTML report); a
+# diagnosis for none of them is made without one (app.diagnose(timeline=False)).
+DRAWS_TIMELINE = frozenset({Format.TERMINAL, Format.HTML})
+
+
+def draws_timeline(formats: Iterable[Format]) -> bool:
+    return any(fmt in DRAWS_TIMELINE for fmt in formats)
 
 
 # The keyword options a format's report() takes beyond the common ones; callers hand every format

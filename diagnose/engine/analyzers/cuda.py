@@ -17,7 +17,8 @@ from pathlib import Path
 from diagnose.engine.analyzers.base import AnalyzerInput, AnalyzerOutput, register
 from diagnose.engine.analyzers.runlog import LogLine, run_log
 from diagnose.engine.findings import reread_gap
-from diagnose.evidence.lines import kernel_time
+from diagnose.evidence.lines import XID_LINE as XID_LINE  # re-exported: callers of this module match it
+from diagnose.evidence.lines import kernel_time, xid_line
 from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextKind
 from diagnose.evidence.textio import read_tail
 
@@ -85,10 +86,6 @@ XID_TABLE: dict[int, tuple[str, str, str, str]] = {
     172: ("UNCORRECTABLE_SRAM_ERROR", "uncorrectable SRAM error (detail of an Xid 48)", HARDWARE, "as Xid 48"),
 }
 
-XID_LINE = re.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)(?: GPU-I:\d+)?(?: GPU-CI:\d+)?\): (?P<xid>\d+),"
-    r"(?: pid=(?P<pid>'?[^,]*'?),)?(?: name=(?P<name>[^,]*),)? ?(?P<msg>.*)"
-)
 # The site starts where a run of path characters starts: tried from inside the run too, a long
 # run (`____…`) was scanned to its end from each of its characters, quadratic. A match from
 # inside a run is also one from its start, so nothing is lost.
@@ -150,13 +147,10 @@ def xid_events(evidence: Evidence, tail_bytes: int = 4 * 1024 * 1024, gaps: list
                 gaps.append(reread_gap(source.display, exc, "its Xid lines were not read for the CUDA analysis"))
             continue
         for offset, line in enumerate(data.decode("utf-8", errors="replace").split("\n")):
-            if "Xid" not in line:
-                continue
-            match = XID_LINE.search(line)
-            if match:
+            xid = xid_line(line)
+            if xid is not None:
                 events.append(XidEvent(
-                    int(match.group("xid")), match.group("pci"), match.group("pid"), match.group("name"),
-                    match.group("msg").strip(), source.display, first + offset, line,
+                    xid.xid, xid.pci, xid.pid, xid.name, xid.message, source.display, first + offset, line,
                     source.on_clock(kernel_time(line, source.boot_time, source.year, source.mtime)),
                 ))
     return events
@@ -180,10 +174,10 @@ def xid(inp: AnalyzerInput) -> AnalyzerOutput:
     out = AnalyzerOutput()
     events: list[XidEvent] = []
     for scan, hit in inp.hits:
-        match = XID_LINE.search(hit.text)
-        if match:
-            events.append(XidEvent(int(match.group("xid")), match.group("pci"), match.group("pid"), match.group("name"),
-                                   match.group("msg").strip(), scan.source.display, hit.line_no, hit.text, hit.time))
+        xid = xid_line(hit.text)
+        if xid is not None:
+            events.append(XidEvent(xid.xid, xid.pci, xid.pid, xid.name, xid.message, scan.source.display, hit.line_no,
+                                   hit.text, hit.time))
     if not events:
         return out
     # A kernel log holds the node's whole history; the latest event is the one a post-mortem is about.
