@@ -199,6 +199,8 @@ def _ends_in_exception(text: TextFile, last_line: int) -> bool:
     final = max((c for c in found.every if not c.survived), key=lambda c: max(c.end_line, c.line_no), default=None)
     if final is None or max(final.end_line, final.line_no) < last_line - ENDS_WITHIN or final.shape != "python":
         return False
+    if final.thread not in (None, "MainThread"):  # another thread's exception ends no process
+        return False
     return not _SIGNAL_DEATH.search(" ".join([final.summary, *(line for _n, line in final.lines[-20:])]))
 
 
