@@ -230,7 +230,9 @@ def merge(first: Evidence, second: Evidence) -> Evidence:
     if second.packages is not None:
         versions = dict(second.packages.versions)
         versions.update(first.packages.versions if first.packages else {})
-        packages = Packages(versions, ", ".join(s for s in (first.packages.source if first.packages else "", second.packages.source) if s))
+        sources = (first.packages.source if first.packages else "", second.packages.source)
+        # two nodes of one job read the same environment: say where once
+        packages = Packages(versions, ", ".join(dict.fromkeys(s for s in sources if s)))
     exits = None if first.exits is None and second.exits is None else (first.exits or ()) + (second.exits or ())
     metrics = None if first.metrics is None and second.metrics is None else (first.metrics or ()) + (second.metrics or ())
     return replace(
