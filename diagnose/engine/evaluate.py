@@ -222,6 +222,9 @@ def run_rules(rules: Sequence[Rule], evidence: Evidence, engine: str = "auto", s
               until: float | None = None, extra_patterns: Mapping[TextKind, Sequence[str]] | None = None) -> EngineResult:
     sets = pattern_sets(rules, extra_patterns)
     scans = scan_texts(evidence.texts, sets, engine)
+    from diagnose.engine.tailwork import prefetch_tails
+
+    prefetch_tails(evidence)  # several big logs: their tails read on every core, not one after another
     return evaluate_scanned(rules, evidence, scans, sets, since, until)
 
 

@@ -246,6 +246,17 @@ def read_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAI
     return found
 
 
+def keep_crashes(path: Path, file_rank: int | None, found: LogCrashes, tail_bytes: int = TAIL_BYTES) -> None:
+    """Keep what read_crashes found for this file as it is now (read elsewhere: engine/tailwork)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if len(_CACHE) >= _CACHE_SIZE:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[(str(path), file_rank, tail_bytes, st.st_size, st.st_mtime_ns)] = found
+
+
 def find_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAIL_BYTES) -> list[Crash]:
     return list(read_crashes(path, file_rank, tail_bytes).crashes)
 

@@ -222,6 +222,15 @@ def remember_newlines(path: Path, size: int, newlines: int) -> None:
         _NEWLINES[(str(path), size, stat.st_mtime_ns)] = newlines
 
 
+def known_newlines(path: Path, size: int) -> int | None:
+    """The newline count remember_newlines kept for this file as it is now (None: not known)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _NEWLINES.get((str(path), size, stat.st_mtime_ns)) if stat.st_size == size else None
+
+
 def read_tail(path: Path, limit: int) -> tuple[bytes, int]:
     """The last `limit` bytes of the (decompressed) file, starting at a line boundary, and the
     1-based number of the first line returned."""

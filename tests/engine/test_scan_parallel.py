@@ -238,3 +238,38 @@ def test_a_files_clock_offset_moves_every_time_alike_in_parts(run_logs: list[Pat
                  for h, w in zip(hits, want["hits"][key][1], strict=True)]  # type: ignore[index]
         assert any(t is not None for t, _ in times)
         assert all((t is None and w is None) or t == pytest.approx(w - 90.0, abs=1e-3) for t, w in times)
+
+
+def test_the_logs_tails_read_in_worker_processes_give_the_same_report(run_logs: list[Path], cache_dir: Path) -> None:
+    """engine/tailwork: the crash finder's and the run-log analyzer's reading of every log's tail
+    done in worker processes gives the report one process gives (terminal, with its Ranks table
+    and timeline, and JSON)."""
+    import re
+
+    def report(processes: int, fmt: str) -> str:
+        env = dict(os.environ, DIAGNOSE_TAIL_PROCESSES=str(processes), COLUMNS="120")
+        done = subprocess.run([sys.executable, "-m", "diagnose", "scan", *map(str, run_logs), "--format", fmt,
+                               "--fail-on", "never", "--color", "never"], capture_output=True, text=True, env=env,
+                              timeout=300, check=True)
+        if fmt == "json":
+            found = json.loads(done.stdout)
+            found["stats"].pop("seconds")
+            return json.dumps(found, sort_keys=True)
+        return re.sub(r"lines in [0-9.]+ s", "lines in ? s", done.stdout)
+
+    for fmt in ("json", "terminal"):
+        alone = report(0, fmt)
+        assert report(2, fmt) == alone, fmt
+    assert "Ranks" in alone  # the run-log analyzer's answer is in it
+
+
+def test_tail_workers_are_used_only_where_they_pay(run_logs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from diagnose.engine import tailwork
+
+    texts = _sources(run_logs)
+    monkeypatch.setenv("DIAGNOSE_TAIL_PROCESSES", "0")
+    assert tailwork.worth_it(texts) == []
+    monkeypatch.setenv("DIAGNOSE_TAIL_PROCESSES", "2")
+    chosen = tailwork.worth_it(texts)
+    assert chosen and all(not str(t.path).endswith(".gz") for t in chosen)  # a gz tail stays with textio's cache
+    assert tailwork.worth_it(texts[:1]) == []  # one log: nothing to spread

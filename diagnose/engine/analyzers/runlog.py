@@ -213,7 +213,35 @@ def _summary_starts(lines: list[tuple[int, str]]) -> Iterable[int]:
 _COLLECTIVE_HINTS = ("WorkNCCL", "ast enqueued", "Timed out waiting")
 
 
+_files: dict[tuple[object, ...], RunLog] = {}  # read_file's answers kept (engine/tailwork reads them ahead)
+_FILES_KEPT = 32
+
+
+def _file_key(source: TextFile, tail_bytes: int) -> tuple[object, ...] | None:
+    try:
+        stat = Path(source.path).stat()
+    except OSError:
+        return None
+    return (str(source.path), source.display, source.rank, source.host, source.clock_offset, source.year, tail_bytes,
+            stat.st_size, stat.st_mtime_ns)
+
+
+def keep_file(source: TextFile, log: RunLog, tail_bytes: int = TAIL_BYTES) -> None:
+    """Keep what read_file found in this file as it is now (read elsewhere: engine/tailwork)."""
+    key = _file_key(source, tail_bytes)
+    if key is None:
+        return
+    if len(_files) >= _FILES_KEPT:
+        _files.pop(next(iter(_files)))
+    _files[key] = log
+
+
 def read_file(source: TextFile, tail_bytes: int = TAIL_BYTES) -> RunLog:
+    key = _file_key(source, tail_bytes)
+    kept = _files.pop(key, None) if key is not None else None
+    if kept is not None:
+        kept.crash_sources = [source]  # this very file, not the worker's copy of it
+        return kept
     log = RunLog()
     data, first_line = read_tail(source.path, tail_bytes)
     text = strip_ansi(data).decode("utf-8", errors="replace")
