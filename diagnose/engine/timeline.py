@@ -23,7 +23,7 @@ from diagnose.engine.attribution import ELSEWHERE, OWN, attribute
 from diagnose.engine.findings import Cause, Lane, Mark, Timeline
 from diagnose.engine.kernel_events import KernelEvent
 from diagnose.engine.runview import RunView, own_logs
-from diagnose.evidence.lines import log_time, strip_ansi
+from diagnose.evidence.lines import log_time, strip_ansi, strip_prefix
 from diagnose.evidence.model import Evidence, EvidenceItem, TextFile
 from diagnose.evidence.textio import read_head, read_tail
 from diagnose.vocab import Role, Severity
@@ -245,18 +245,25 @@ def build_timeline(evidence: Evidence, causes: Sequence[Cause], events: Sequence
     for cause in causes:
         if cause.role == Role.CONTEXT or not Severity(cause.severity).at_least(Severity.WARNING):
             continue
-        placed: dict[str, Mark] = {}  # per lane, the cause's earliest line
+        placed: dict[str, Mark] = {}  # per lane, the cause's earliest line that says what failed
+        telling: set[str] = set()  # lanes whose mark is such a line (not a traceback's header or frames)
         for item in cause.evidence:
             if item.line is None or item.source not in files or (item.source, item.line) in in_summary:
                 continue
-            if (item.source, item.line) in own_lines:
-                continue  # a lane's last line, quoted as where it stopped: marked as that
-            moment, approx = place(item.source, item.line, item.time)
             key = key_of(item.rank, item.host)
+            tells = not _TRACEBACK_FRAME.match(strip_prefix(item.text))
+            if (item.source, item.line) in own_lines and not (tells and key in placed and key not in telling):
+                continue  # a lane's last line, quoted as where it stopped: marked as that (unless it alone says what)
+            moment, approx = place(item.source, item.line, item.time)
             held = placed.get(key)
-            if held is not None and (moment is None or (held.time is not None and held.time <= moment)):
+            if held is not None and (key in telling or not tells) and (
+                    moment is None or (held.time is not None and held.time <= moment)):
+                continue
+            if held is not None and key in telling and not tells:
                 continue
             placed[key] = Mark(ERROR, key, moment, _short(item), item.text, item.source, item.line, approx, cause=cause.id)
+            if tells:
+                telling.add(key)
         marks.extend(placed.values())
     return _assemble(marks, activity, last_lines, exits, ranks, verdict.lagging, causes, host, hosts, has_ranks, early)
 
@@ -373,6 +380,10 @@ def _exit_words(code: int | None, signal: str | int | None) -> str:
     return f"exit {code}"
 
 
+# A traceback's header, its frames and code lines (indented), the lines between chained ones:
+# they say where, not what failed; a lane's first error is shown by a line that says what.
+_TRACEBACK_FRAME = re.compile(r"\s|Traceback \(most recent call last\)|During handling of the above exception"
+                              r"|The above exception was the direct cause")
 _HEADER = re.compile(r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d[.\d]* [^\]]{0,80}\]\s*|^(?:\[(?:PG [^\]]{0,80}|Rank \d+)\]\s*)+")
 
 

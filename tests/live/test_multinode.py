@@ -127,6 +127,10 @@ def test_the_clock_offset_is_measured_applied_and_shown(merged: tuple[Any, Any, 
     assert rank1.error_time is not None and rank0.error_time is not None
     assert 0 < rank0.error_time - rank1.error_time < 5, (rank0.error_time, rank1.error_time)
     assert nodes["node-b"].first_failure and not nodes["node-a"].first_failure
+    # The Ranks table's first error of rank 1 says what failed (its exception line, though that
+    # is also its last line), not the traceback's header above it.
+    lane = next(lane for lane in diagnosis.timeline.rank_lanes if (lane.host, lane.rank) == ("node-b", 1))
+    assert lane.first_error is not None and lane.first_error.label.startswith("ValueError: bad batch at step 5"), lane
 
 
 def test_the_terminal_and_json_reports_show_the_nodes(merged: tuple[Any, Any, float]) -> None:
