@@ -278,10 +278,10 @@ def _job_evidence(job: Any) -> Evidence:
 
 
 def _gathered(run_id: str, results: Sequence[Any], extra: Evidence | None, require_relation: bool) -> Evidence:
-    from diagnose.live.fanout import merged_evidence
+    from diagnose.live.fanout import merged_evidence, require_an_answer
 
-    if require_relation and not any(r.collection is not None or r.bundle is not None for r in results):
-        raise DiagnoseError("no node answered: " + "; ".join(f"{r.name}: {r.reason}" for r in results))
+    if require_relation:
+        require_an_answer(results)
     if require_relation and not any(r.spec is not None and r.collection is not None and found_anything(r.spec, r.collection.evidence())
                                     for r in results):
         answered = [r for r in results if r.spec is not None]
@@ -304,17 +304,24 @@ def evidence_for_nodes(run_id: str, hosts: Sequence[Any], config: Config, search
     return _gathered(run_id, results, None, require_relation=True)
 
 
-def evidence_for_slurm(job_id: str, run_id: str | None, config: Config, search_dirs: list[Path],
-                       stall_after: float | None = None, log_patterns: Any = None) -> Evidence:
-    """`diagnose --slurm-job J`: the job's record, and every node of it."""
+def _slurm_nodes(job_id: str, run_id: str | None, config: Config, search_dirs: list[Path], stall_after: float | None,
+                 log_patterns: Any) -> tuple[Any, str, list[Any]]:
+    """The job's record, its run id (default: its output file's name, slurm-J, not a bare
+    number) and every node of it collected."""
     from diagnose.evidence.tempdirs import private_tempdir
     from diagnose.live.hosts import LocalHost
     from diagnose.live.slurm import collect_job, load_job
 
     scratch = private_tempdir("diagnose-slurm-")
     job = load_job(LocalHost(), job_id, scratch)
-    run_id = run_id or f"slurm-{job.id}"  # its output file's name (slurm-J.out), not a bare number
-    results = collect_job(job, run_id, config, search_dirs, stall_after, scratch, log_patterns=log_patterns)
+    run_id = run_id or f"slurm-{job.id}"
+    return job, run_id, collect_job(job, run_id, config, search_dirs, stall_after, scratch, log_patterns=log_patterns)
+
+
+def evidence_for_slurm(job_id: str, run_id: str | None, config: Config, search_dirs: list[Path],
+                       stall_after: float | None = None, log_patterns: Any = None) -> Evidence:
+    """`diagnose --slurm-job J`: the job's record, and every node of it."""
+    job, run_id, results = _slurm_nodes(job_id, run_id, config, search_dirs, stall_after, log_patterns)
     evidence = _gathered(run_id, results, _job_evidence(job), require_relation=False)
     from dataclasses import replace
 
@@ -326,28 +333,20 @@ def collect_nodes_bundle(run_id: str | None, hosts: Sequence[Any] | None, job_id
                          stall_after: float | None = None, log_patterns: Any = None) -> tuple[Path, Any, list[Any]]:
     """`diagnose collect RUN_ID --hosts ... / --slurm-job J -o OUT`: one bundle, hosts/<name>/ per node."""
     from diagnose.evidence.bundle import write_bundle
-    from diagnose.evidence.tempdirs import private_tempdir
-    from diagnose.live.fanout import collect_nodes, multi_manifest
+    from diagnose.live.fanout import collect_nodes, multi_manifest, require_an_answer
 
     copies: dict[str, Path | bytes] = {}
     extra_files: list[Any] = []
     run_extra: dict[str, Any] = {}
     if job_id is not None:
-        from diagnose.live.hosts import LocalHost
-        from diagnose.live.slurm import collect_job, load_job
-
-        scratch = private_tempdir("diagnose-slurm-")
-        job = load_job(LocalHost(), job_id, scratch)
-        run_id = run_id or f"slurm-{job.id}"
-        results = collect_job(job, run_id, config, search_dirs, stall_after, scratch, log_patterns=log_patterns)
+        job, run_id, results = _slurm_nodes(job_id, run_id, config, search_dirs, stall_after, log_patterns)
         extra_files = job.files
         run_extra = {"launcher": "slurm", "slurm_job": job.id, "notes": list(job.notes)}
         gaps = [{"source": g.source, "reason": g.reason} for g in job.gaps]
     else:
         assert run_id is not None and hosts is not None
         results = collect_nodes(run_id, hosts, config, search_dirs, stall_after=stall_after, log_patterns=log_patterns)
-        if not any(r.collection is not None or r.bundle is not None for r in results):
-            raise DiagnoseError("no node answered: " + "; ".join(f"{r.name}: {r.reason}" for r in results))
+        require_an_answer(results)
         gaps = []
     top, nodes, node_copies = multi_manifest(run_id, results, run_extra)
     from diagnose.evidence.bundle import BundleFile
@@ -407,7 +406,6 @@ def watch(run_id: str, config: Config, search_dirs: list[Path], every: float, st
     hand every change to on_event, and once it ends or stalls collect its evidence for the
     diagnosis. Nothing relating to the id: DiagnoseError (exit 2), as for `diagnose RUN_ID`."""
     from diagnose.live import records
-    from diagnose.live.discovery import resolve
     from diagnose.live.runs import check_run_id
     from diagnose.live.watch import Follower
 
@@ -420,16 +418,17 @@ def watch(run_id: str, config: Config, search_dirs: list[Path], every: float, st
     if record is not None:
         follower = Follower(run_id, stall_after, record_path=path)
     else:
-        follower = _follower(run_id, config, search_dirs, stall_after, None)
-        if follower is None:
-            raise nothing_found(resolve(run_id, config, search_dirs, stall_after=stall_after))
+        spec, found = _follower(run_id, config, search_dirs, stall_after, None)
+        if found is None:
+            raise nothing_found(spec)
+        follower = found
     _follow({None: follower}, every, on_event)
     return evidence_for_run(run_id, config, search_dirs, stall_after=stall_after)
 
 
-def _follower(run_id: str, config: Config, search_dirs: list[Path], stall_after: float, host: Any) -> Any:
-    """A Follower of the run as discovery finds it on `host` (None: this machine); None when
-    nothing there relates to the id."""
+def _follower(run_id: str, config: Config, search_dirs: list[Path], stall_after: float, host: Any) -> tuple[RunSpec, Any]:
+    """The run as discovery finds it on `host` (None: this machine), and a Follower of it (None
+    when nothing there relates to the id)."""
     from diagnose.live.collectors.process import run_processes
     from diagnose.live.discovery import resolve
     from diagnose.live.watch import Follower
@@ -445,8 +444,8 @@ def _follower(run_id: str, config: Config, search_dirs: list[Path], stall_after:
 
     logs = list(dict.fromkeys([*spec.logs, *(p for p in spec.expected_logs or () if "*" not in p)]))
     if not (spec.configured or spec.logs or spec.error_files or spec.wandb_dirs or find()):
-        return None
-    return Follower(run_id, stall_after, logs=logs, find_pids=find, host=spec.host)
+        return spec, None
+    return spec, Follower(run_id, stall_after, logs=logs, find_pids=find, host=spec.host)
 
 
 def _follow(followers: dict[str | None, Any], every: float, on_event: Any) -> None:
@@ -490,7 +489,7 @@ def watch_nodes(run_id: str, nodes: Sequence[Any], config: Config, search_dirs: 
     """`diagnose watch RUN_ID --hosts ...`: follow the run on every node at once (events name
     their node), and once it has ended or stalled on all of them, collect every node for the
     diagnosis. A node that cannot be reached or has nothing of the run is said once, as a gap."""
-    from diagnose.live.fanout import SshNode
+    from diagnose.live.fanout import open_node, refusal
     from diagnose.live.runs import check_run_id
     from diagnose.live.watch import Event
 
@@ -498,15 +497,16 @@ def watch_nodes(run_id: str, nodes: Sequence[Any], config: Config, search_dirs: 
     followers: dict[str | None, Any] = {}
     opened: list[Any] = []
     reasons: list[str] = []
+
     def start(node: Any) -> tuple[Any, str | None]:
         try:
-            host = node.open() if isinstance(node, SshNode) else node
+            host = open_node(node)
             if host is not node:
                 opened.append(host)
-            follower = _follower(run_id, config, search_dirs, stall_after, host)
+            _spec, follower = _follower(run_id, config, search_dirs, stall_after, host)
             return follower, None if follower is not None else f"nothing of {run_id} there"
         except (DiagnoseError, OSError) as exc:
-            return None, str(exc).removeprefix(f"{node.name}: ")
+            return None, refusal(node, exc)
 
     from concurrent.futures import ThreadPoolExecutor
 

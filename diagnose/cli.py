@@ -324,10 +324,15 @@ def node_options(func: F) -> F:
     ])
 
 
-def any_ssh(nodes: Sequence[Any] | None) -> bool:
+def node_patterns(ruleset: RuleSet, nodes: Sequence[Any] | None, slurm_job: str | None) -> Any:
+    """The pattern set an ssh node's logs are searched with where they are (a Slurm job's nodes
+    may be ssh ones); None when every node is read here."""
+    from diagnose.app import log_patterns
     from diagnose.live.fanout import SshNode
 
-    return any(isinstance(n, SshNode) for n in nodes or ())
+    if slurm_job is None and not any(isinstance(n, SshNode) for n in nodes or ()):
+        return None
+    return log_patterns(ruleset)
 
 
 def chosen_hosts(hosts: str | None, hostfile: Path | None, config_path: Path | None = None,
@@ -471,11 +476,9 @@ def run_command(ctx: click.Context, targets: tuple[str, ...], formats: tuple[str
         if run_id is not None:
             check_run_id(run_id)
         age = parse_age(stall_after, "stall-after")
-        from diagnose.app import log_patterns
-
         # An ssh node's logs are searched there with the rules' patterns: the rules first.
         ruleset = load_ruleset(rule_dirs, config.rule_dirs)
-        patterns = log_patterns(ruleset) if slurm_job is not None or any_ssh(nodes) else None
+        patterns = node_patterns(ruleset, nodes, slurm_job)
         if slurm_job is not None:
             from diagnose.live.slurm import check_job_id
 
@@ -573,10 +576,8 @@ def collect_command(run_id: str | None, out: Path, config_path: Path | None, sea
             raise DiagnoseError("--host names one machine; --hosts/--hostfile/--slurm-job name several: give one or the other")
         if slurm_job is not None and nodes is not None:
             raise DiagnoseError("--slurm-job takes the job's own nodes; leave out --hosts/--hostfile")
-        from diagnose.app import log_patterns
-
         # What an ssh node's part of the bundle keeps: the lines these rules may match (and head and tail).
-        patterns = log_patterns(load_ruleset((), config.rule_dirs)) if slurm_job is not None or any_ssh(nodes) else None
+        patterns = node_patterns(load_ruleset((), config.rule_dirs), nodes, slurm_job)
         written, _top, results = collect_nodes_bundle(run_id, nodes, check_job_id(slurm_job) if slurm_job else None, config,
                                                      list(search_dirs), out, raw=raw, stall_after=age,
                                                      log_patterns=patterns)
@@ -919,23 +920,23 @@ def watch_command(ctx: click.Context, run_id: str | None, every: str, fmt: str, 
         if slurm_job is None:
             raise click.UsageError("give a RUN_ID (or --slurm-job JOBID)")
     if slurm_job is not None:
-        from diagnose.app import log_patterns, watch_slurm
+        from diagnose.app import watch_slurm
         from diagnose.live.slurm import check_job_id
 
         if nodes is not None:
             raise DiagnoseError("--slurm-job takes the job's own nodes; leave out --hosts/--hostfile")
         ruleset = load_ruleset(rule_dirs, config.rule_dirs)
         evidence = watch_slurm(check_job_id(slurm_job), run_id, config, list(search_dirs), seconds, stall, on_event,
-                               log_patterns=log_patterns(ruleset))
+                               log_patterns=node_patterns(ruleset, None, slurm_job))
         run_id = evidence.run.id
     elif nodes is not None:
-        from diagnose.app import log_patterns, watch_nodes
+        from diagnose.app import watch_nodes
 
         assert run_id is not None
 
         ruleset = load_ruleset(rule_dirs, config.rule_dirs)
         evidence = watch_nodes(run_id, nodes, config, list(search_dirs), seconds, stall, on_event,
-                               log_patterns=log_patterns(ruleset) if any_ssh(nodes) else None)
+                               log_patterns=node_patterns(ruleset, nodes, None))
     else:
         if exec_prefix is not None:
             raise DiagnoseError("--exec is for the ssh nodes of --hosts/--hostfile")

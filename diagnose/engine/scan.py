@@ -918,11 +918,15 @@ def default_workers() -> int:
     wanted = os.environ.get(_THREADS_ENV, "")
     if wanted.isdigit() and int(wanted) > 0:
         return min(int(wanted), MAX_WORKERS)
+    return max(1, min(usable_cores(), MAX_WORKERS))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, else the machine's count)."""
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, MAX_WORKERS))
+        return os.cpu_count() or 1
 
 
 def part_bytes(workers: int) -> int:

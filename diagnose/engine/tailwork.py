@@ -24,20 +24,15 @@ MIN_LOGS = 2
 DEADLINE = 120.0  # seconds for all the tails; past it the workers are killed and the readers read here
 
 
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def workers() -> tuple[int, bool]:
     """How many worker processes, and whether that was asked for: DIAGNOSE_TAIL_PROCESSES=N
     (0 or 1: none; N: N, whatever the logs' sizes), else one per core."""
     asked = os.environ.get("DIAGNOSE_TAIL_PROCESSES", "").strip()
     if asked.isdigit():
         return int(asked), True
-    return _cpus(), False
+    from diagnose.engine.scan import usable_cores
+
+    return usable_cores(), False
 
 
 def worth_it(texts: Sequence[TextFile]) -> list[TextFile]:

@@ -240,10 +240,14 @@ def read_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAI
     data, first_line = read_tail(path, tail_bytes)
     text = strip_ansi(data).decode("utf-8", errors="replace")
     found = read_text(text, first_line, file_rank, log_clock("", text[-64 * 1024:], st.st_mtime))
+    _keep(key, found)
+    return found
+
+
+def _keep(key: tuple[str, int | None, int, int, int], found: LogCrashes) -> None:
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = found
-    return found
 
 
 def keep_crashes(path: Path, file_rank: int | None, found: LogCrashes, tail_bytes: int = TAIL_BYTES) -> None:
@@ -252,9 +256,7 @@ def keep_crashes(path: Path, file_rank: int | None, found: LogCrashes, tail_byte
         st = os.stat(path)
     except OSError:
         return
-    if len(_CACHE) >= _CACHE_SIZE:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[(str(path), file_rank, tail_bytes, st.st_size, st.st_mtime_ns)] = found
+    _keep((str(path), file_rank, tail_bytes, st.st_size, st.st_mtime_ns), found)
 
 
 def find_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAIL_BYTES) -> list[Crash]:

@@ -104,6 +104,25 @@ class SshNode:
 Node = Host | SshNode
 
 
+def open_node(node: Node) -> Host:
+    """The node's Host: an ssh node connected now (DiagnoseError when it refuses or cannot be
+    reached), any other as it is."""
+    return node.open() if isinstance(node, SshNode) else node
+
+
+def refusal(node: Node, exc: BaseException) -> str:
+    """Why a node could not be reached, without its own name in front (it is said beside it)."""
+    return str(exc).removeprefix(f"{node.name}: ")
+
+
+def require_an_answer(results: Sequence[NodeResult]) -> None:
+    """No node answered at all: one line naming each and why (exit 2), never an empty report."""
+    from diagnose.errors import DiagnoseError
+
+    if not any(r.collection is not None or r.bundle is not None for r in results):
+        raise DiagnoseError("no node answered: " + "; ".join(f"{r.name}: {r.reason}" for r in results))
+
+
 def dir_name(name: str) -> str:
     """A node's folder in the bundle: its name with anything but letters, digits and . _ - as '_'."""
     clean = _NODE_NAME.sub("_", name)[:200].strip(".") or "node"
@@ -176,11 +195,10 @@ def collect_nodes(run_id: str, hosts: Sequence[Node], config: Config, search_dir
         node = hosts[index]
         opened: Host | None = None
         try:
-            host = opened = node.open() if isinstance(node, SshNode) else node
+            host = opened = open_node(node)
             outcome = work(host)
         except DiagnoseError as exc:  # an ssh node that refused us (key, host key, exec prefix): its gap
-            message = str(exc)
-            outcome = NodeResult(node.name, "gap", message.removeprefix(f"{node.name}: "))
+            outcome = NodeResult(node.name, "gap", refusal(node, exc))
         except Exception as exc:  # a bug or a host that raised: that node is a gap, the others go on
             outcome = NodeResult(node.name, "error", f"collection failed: {type(exc).__name__}: {exc}")
         finally:
