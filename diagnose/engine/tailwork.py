@@ -40,6 +40,8 @@ def worth_it(texts: Sequence[TextFile]) -> list[TextFile]:
     from diagnose.engine.tracebacks import TAIL_BYTES
 
     cpus, forced = workers()
+    if len(texts) < MIN_LOGS or cpus < (2 if forced else 3):
+        return []  # decided before any stat: the common small machine and the one-log scan
     logs = []
     for text in texts:
         if is_compressed(text.path):
