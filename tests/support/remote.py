@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -187,8 +188,18 @@ class Container:
         self.pct = folder / "fake-pct"
         self.pct.write_text(FAKE_PCT.replace("{folder}", str(folder)))
         self.pct.chmod(0o755)
+        # The container's /tmp is its own (a tmpfs). A checkout under /tmp (a CI clone there) would
+        # vanish behind it, and with it the interpreter and code a test runs inside: it is set
+        # aside first and bound back at its own path, as a host's bind mount would be.
+        from tests.support.paths import REPO
+
+        repo = shlex.quote(str(REPO))
+        under_tmp = str(REPO) == "/tmp" or str(REPO).startswith("/tmp/")
+        keep = f"mkdir /mnt/.repo && mount --bind {repo} /mnt/.repo && " if under_tmp else ""
+        back = f"mkdir -p {repo} && mount --bind /mnt/.repo {repo} && " if under_tmp else ""
         init = ("mount --make-rprivate / && mount -t tmpfs diagnose-ct /mnt && mkdir /mnt/workspace && "
-                f"mount --bind {workspace} /mnt/workspace && mount -t tmpfs diagnose-ct-tmp /tmp && "
+                f"mount --bind {shlex.quote(str(workspace))} /mnt/workspace && {keep}"
+                f"mount -t tmpfs diagnose-ct-tmp /tmp && {back}"
                 "echo ready && exec sleep 100000 >/dev/null")
         self.proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount", "--mount-proc", "sh", "-c", init],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
