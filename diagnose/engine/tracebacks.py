@@ -24,6 +24,7 @@ import os
 import re
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,6 +99,13 @@ _LIBRARY_PATH = re.compile(r"[/\\](?:site-packages|dist-packages)[/\\]|[/\\]lib[
 
 _FATAL_WORDS = ("Fatal Python error", "Segmentation fault", "terminate called", "Aborted (core dumped)", "Bus error",
                 "free(): invalid pointer", "Killed", _DOUBLE_FREE)
+# A line _Reader.line does more with than keep (a header, a chained traceback's words, an
+# exception line, a native error, a fatal line) holds one of these: an exception type ends in
+# one of _EXC_TYPE's words, and each other shape starts with or holds a fixed text.
+_ASKS = re.compile("|".join(re.escape(word) for word in (
+    "Error", "Exception", "Exit", "Interrupt", "Failure", "Timeout", "Unsupported", "Warning", "Panic",
+    "StopIteration", "Traceback (most recent call last)", *_CHAIN, "terminate called", "panicked at ",
+    "panic: ", *_FATAL_WORDS)) + r"|F\d{4,8} \d\d:\d\d:\d\d")  # glog's F1130 03:45:51
 
 
 def fatal_message(line: str) -> str | None:
@@ -286,31 +294,71 @@ class _Reader:
         # The latest time of the lines read so far, read only when a crash asks for it: a 4 MiB
         # tail of a healthy log has ~50,000 lines and one or two crashes, and reading every
         # line's time was ~40 % of reading the tail.
-        self._unread: list[str] = []  # lines since the last time asked for, oldest first
+        self._unread: list[str | _Quiet] = []  # lines since the last time asked for, oldest first
         self._last_time: float | None = None
         # Progress matters only around crashes: until the first one, the last lines are kept
         # and read for progress then (the counters before it), not every line of a healthy log.
+        # An entry holds one line or a run of quiet lines (which may hold none the reader keeps).
         self.armed = False
-        self.recent: deque[tuple[Key, int, str]] = deque(maxlen=RECENT_LINES)
+        self.recent: deque[tuple[Key, int, str] | _Quiet] = deque()
 
     # -- bookkeeping
 
     @property
     def last_time(self) -> float | None:
         """The time of the newest line read so far that has one."""
-        for segment in reversed(self._unread):
-            moment = log_time(segment, self.clock.year, self.clock.not_after)
-            if moment is not None:
-                self._last_time = moment
-                break
+        for entry in reversed(self._unread):
+            for segment in (s for _no, s in entry.newest_first()) if isinstance(entry, _Quiet) else (entry,):
+                moment = log_time(segment, self.clock.year, self.clock.not_after)
+                if moment is not None:
+                    self._unread.clear()
+                    self._last_time = moment
+                    return moment
         self._unread.clear()
         return self._last_time
+
+    @property
+    def quiet(self) -> bool:
+        """Would a line that holds none of _ASKS's words only be kept for later? So it is
+        before the first crash while no traceback is open: nothing reads it but the progress
+        before that crash and the last time."""
+        return not self.armed and not any(self.open_tbs.values())
+
+    def keep_quiet(self, lines: _Quiet) -> None:
+        """A run of lines that hold none of _ASKS's words, read while the reader is quiet."""
+        self._unread.append(lines)
+        self._keep_recent(lines)
+
+    def _keep_recent(self, entry: tuple[Key, int, str] | _Quiet) -> None:
+        self.recent.append(entry)
+        if len(self.recent) > 4 * RECENT_LINES:
+            self.recent = deque(self._recent_lines())
+
+    def _recent_lines(self) -> list[tuple[Key, int, str]]:
+        """The newest RECENT_LINES lines of `recent`, runs of quiet lines read now."""
+        newest: list[tuple[Key, int, str]] = []
+        for entry in reversed(self.recent):
+            if isinstance(entry, _Quiet):
+                for line_no, segment in entry.newest_first():
+                    prefix, body = split_prefix(segment)
+                    if body[:1].isspace():
+                        continue  # message and frame lines: the reader keeps only the unindented
+                    rank = prefix.global_rank
+                    newest.append(((prefix.host, rank if rank is not None else self.file_rank), line_no, body.rstrip()))
+                    if len(newest) >= RECENT_LINES:
+                        break
+            else:
+                newest.append(entry)
+            if len(newest) >= RECENT_LINES:
+                break
+        newest.reverse()
+        return newest
 
     def _record(self, key: Key, slot: str | None, crash: Crash) -> Crash:
         crash.end_line = max(crash.end_line, crash.line_no)
         if not self.armed:
             self.armed = True
-            for key_r, line_r, body_r in self.recent:
+            for key_r, line_r, body_r in self._recent_lines():
                 self._progress(key_r, line_r, body_r)
             self.recent.clear()
         self.every.setdefault(id(crash), crash)
@@ -378,7 +426,7 @@ class _Reader:
                 return
             if exc is None:
                 if not self.armed:
-                    self.recent.append((key, line_no, stripped))
+                    self._keep_recent((key, line_no, stripped))
                 elif self._progress(key, line_no, stripped):
                     # Progress ends a message: the run went on ("retrying step 7", the next tqdm update).
                     self.pending.pop(key, None)
@@ -553,10 +601,58 @@ def _site_frame(site: str) -> Frame:
 
 
 def read_text(text: str, first_line: int = 1, file_rank: int | None = None, clock: LogClock | None = None) -> LogCrashes:
+    """The crashes and progress of a log's text. Every line is read as _Reader.line reads it;
+    before the first crash, the lines between two that hold one of _ASKS's words are kept as
+    one run and read only if asked for (a 4 MiB tail of a healthy log is ~40,000 lines and
+    reading each was most of a big log's diagnosis after the scan)."""
     reader = _Reader(file_rank, clock or LogClock(None, None, ""))
-    for offset, raw in enumerate(text.split("\n")):
-        line_no = first_line + offset
+    pos, line_no = 0, first_line
+    for match in _ASKS.finditer(text):
+        start = text.rfind("\n", 0, match.start()) + 1
+        if start < pos:
+            continue  # a second word on a line already read
+        end = text.find("\n", match.end())
+        end = len(text) if end < 0 else end
+        line_no = _read_between(reader, text, pos, start, line_no)
+        _read_lines(reader, text[start:end], line_no)
+        pos, line_no = end + 1, line_no + text.count("\n", start, end) + 1
+    if pos < len(text):
+        _read_between(reader, text, pos, len(text), line_no)
+    return reader.finish()
+
+
+def _read_between(reader: _Reader, text: str, start: int, end: int, line_no: int) -> int:
+    """Lines text[start:end] (whole lines, none holding a word of _ASKS): kept as one run
+    while the reader is quiet, else read one by one. The number of the line after them."""
+    if start >= end:
+        return line_no
+    chunk = text[start:end]
+    if reader.quiet:
+        reader.keep_quiet(_Quiet(chunk, line_no))
+    else:
+        _read_lines(reader, chunk, line_no)
+    return line_no + chunk.count("\n")
+
+
+def _read_lines(reader: _Reader, chunk: str, first_line: int) -> None:
+    for offset, raw in enumerate(chunk.split("\n")):
         for segment in raw.split("\r"):
             if segment.strip():
-                reader.line(line_no, segment)
-    return reader.finish()
+                reader.line(first_line + offset, segment)
+
+
+@dataclass(frozen=True)
+class _Quiet:
+    """Lines that hold none of _ASKS's words, as the log wrote them (read only if asked for)."""
+
+    text: str
+    first_line: int
+
+    def newest_first(self) -> Iterator[tuple[int, str]]:
+        """(line number, segment) of its non-blank segments, as _Reader.line would have been
+        given them, newest first (read lazily: the askers stop early)."""
+        lines = self.text.split("\n")
+        for offset in range(len(lines) - 1, -1, -1):
+            for segment in reversed(lines[offset].split("\r")):
+                if segment.strip():
+                    yield self.first_line + offset, segment
