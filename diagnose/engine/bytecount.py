@@ -18,36 +18,61 @@ _MIN_NUMPY = 256 * 1024  # below this a piece is counted with bytes.count: numpy
 _BLOCK = 1024 * 1024  # numpy compares this much at a time into a per-thread scratch array
 
 _BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+LOAD_WAIT = 60.0  # seconds a count waits for numpy's import before it counts without it
 _np: Any = None
+_loading: threading.Event | None = None  # set once the import prepare() started is over
 _local = threading.local()
 
 
-def prepare(total_bytes: int) -> bool:
-    """Use numpy from now on if the scan ahead is big enough and numpy is importable."""
+def prepare(total_bytes: int) -> None:
+    """Use numpy from now on if the scan ahead is big enough and numpy is importable. It is
+    imported on a thread of its own (~0.1-0.3 s): the scan threads read and match their first
+    parts meanwhile (neither holds the GIL) and wait for it only to count."""
+    global _loading
+    if _np is None and _loading is None and total_bytes >= NUMPY_WORTH:
+        _loading = threading.Event()
+        threading.Thread(target=_load, args=(_loading,), name="diagnose-numpy", daemon=True).start()
+
+
+def _load(done: threading.Event) -> None:
     global _np
-    if _np is None and total_bytes >= NUMPY_WORTH:
-        # No BLAS is used: without this, OpenBLAS starts a thread per core as numpy loads
-        # (~0.1-0.3 s on a 16-core machine). The environment is put back for later children.
-        saved = {name: os.environ.get(name) for name in _BLAS_THREADS}
-        os.environ.update(dict.fromkeys(_BLAS_THREADS, "1"))
-        try:
-            import numpy
-        except Exception:  # not installed or broken: the plain counts are as right, only slower
-            return False
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+    # No BLAS is used: without this, OpenBLAS starts a thread per core as numpy loads
+    # (~0.1-0.3 s on a 16-core machine). The environment is put back for later children.
+    saved = {name: os.environ.get(name) for name in _BLAS_THREADS}
+    os.environ.update(dict.fromkeys(_BLAS_THREADS, "1"))
+    try:
+        import numpy
+
         _np = numpy
-    return _np is not None
+    except Exception:  # not installed or broken: the plain counts are as right, only slower
+        pass
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        done.set()
+
+
+def _numpy() -> Any:
+    """numpy once its import (if one was started) is over; None: count without it."""
+    loading = _loading
+    if _np is None and loading is not None:
+        loading.wait(LOAD_WAIT)
+    return _np
+
+
+def using_numpy() -> bool:
+    """Do the counts use numpy (waiting for an import prepare() started)?"""
+    return _numpy() is not None
 
 
 def reset() -> None:
     """Back to the plain counts (tests compare both)."""
-    global _np
+    global _np, _loading
     _np = None
+    _loading = None
 
 
 def _scratch(np: Any) -> Any:
@@ -59,8 +84,8 @@ def _scratch(np: Any) -> Any:
 
 def newlines_and_escape(buf: bytes | bytearray, size: int) -> tuple[int, bool]:
     """('\\n' count, whether an ESC byte is there) of buf[:size]."""
-    np = _np
-    if np is None or size < _MIN_NUMPY:
+    np = _numpy() if size >= _MIN_NUMPY else None
+    if np is None:
         return buf.count(b"\n", 0, size), buf.find(b"\x1b", 0, size) >= 0
     scratch = _scratch(np)
     data = np.frombuffer(buf, dtype=np.uint8, count=size)
@@ -80,8 +105,8 @@ def newlines_and_escape(buf: bytes | bytearray, size: int) -> tuple[int, bool]:
 
 def count_newlines(buf: bytes | bytearray, start: int, end: int) -> int:
     """'\\n' count of buf[start:end]."""
-    np = _np
-    if np is None or end - start < _MIN_NUMPY:
+    np = _numpy() if end - start >= _MIN_NUMPY else None
+    if np is None:
         return buf.count(b"\n", start, end)
     scratch = _scratch(np)
     data = np.frombuffer(buf, dtype=np.uint8, count=end - start, offset=start)

@@ -1,19 +1,26 @@
-"""The tails of several big logs read at once, in worker processes.
+"""The tails of several big logs read at once, in worker processes, where that is sooner.
 
-After the scan, each log's last 4 MiB is read again, line by line in pure Python, by the crash
-finder (tracebacks.read_crashes) and the run-log analyzer (runlog.read_file): about a second a
-log, one log after another, which is most of a diagnosis of 8 rank logs on a 16-core machine.
-That work holds the GIL, so threads would not help; here it is done for every big log at once in
-a pool of processes (forkserver: this process may hold threads), and each answer is put in the
-reader's own cache, keyed by the file's size and mtime as the readers key it. The readers then
-find what they would have computed themselves: the output is the same, only sooner. Anything
-going wrong here (no processes allowed, a pickling problem) leaves the caches as they were.
+After the scan, each log's last 4 MiB is read again in pure Python by the crash finder
+(tracebacks.read_crashes) and, when a rule asks for the run's logs across ranks, by the run-log
+analyzer (runlog.read_file). That work holds the GIL, so threads would not help; it can be done
+for every big log at once in a pool of processes (forkserver: this process may hold threads),
+each answer put in the reader's own cache, keyed by the file's size and mtime as the readers key
+it. The readers then find what they would have computed themselves: the output is the same, only
+sooner. Anything going wrong here (no processes allowed, a pickling problem) leaves the caches
+as they were.
+
+A pool costs ~0.5 s to start and import diagnose in on a 16-core machine, and the crash finder
+reads a healthy tail in ~0.05 s (it skims the lines before the first crash), so the crash tails
+are read here first, and only when reading them one by one turns out slower than a pool would be
+(a tail with a crash early in it is read line by line after it) are the rest sent to processes.
+The run-log analyzer reads every line, so its tails go to processes whenever there are several.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from diagnose.evidence.model import Evidence, TextFile, TextKind
@@ -22,6 +29,7 @@ from diagnose.evidence.textio import is_compressed, known_newlines, remember_new
 MIN_TAIL_WORK = 12 << 20  # bytes of tails in all below which one process reads them sooner
 MIN_LOGS = 2
 DEADLINE = 120.0  # seconds for all the tails; past it the workers are killed and the readers read here
+POOL_COST = 1.0  # seconds a pool takes to start and import its readers, on a busy 16-core machine
 
 
 def workers() -> tuple[int, bool]:
@@ -36,7 +44,7 @@ def workers() -> tuple[int, bool]:
 
 
 def worth_it(texts: Sequence[TextFile]) -> list[TextFile]:
-    """The logs to read in workers (none when it would not be faster)."""
+    """The logs whose tails may be read in workers (none when it would not be faster)."""
     from diagnose.engine.tracebacks import TAIL_BYTES
 
     cpus, forced = workers()
@@ -58,49 +66,76 @@ def worth_it(texts: Sequence[TextFile]) -> list[TextFile]:
     return [text for text, _work in logs]
 
 
-def _read(text: TextFile, newlines: int | None, size: int) -> tuple[Any, Any]:
-    """In a worker: what the two readers would find in this log's tail."""
-    from diagnose.engine.analyzers.runlog import read_file
-    from diagnose.engine.tracebacks import read_crashes
-
-    if newlines is not None:
-        remember_newlines(text.path, size, newlines)  # counted by the scan already
-    return read_crashes(text.path, text.rank), read_file(text)
-
-
-def prefetch_tails(evidence: Evidence) -> int:
-    """Read the big logs' tails in parallel into the readers' caches; the number of logs read."""
-    logs = worth_it(evidence.texts_of(TextKind.LOG))
-    if not logs:
-        return 0
+def in_processes(read: Callable[[TextFile], Any], logs: Sequence[TextFile]) -> list[Any] | None:
+    """read(log) for each log, in a pool of worker processes (the scan's newline counts go with
+    each, so no worker counts a head again); None where that could not be done in time."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
-
-    from diagnose.engine.analyzers.runlog import keep_file
-    from diagnose.engine.tracebacks import keep_crashes
 
     jobs = []
     try:
         for text in logs:
             size = os.stat(text.path).st_size
-            jobs.append((text, known_newlines(text.path, size), size))
+            jobs.append((read, text, known_newlines(text.path, size), size))
     except OSError:  # gone since the scan: its readers will say so
-        return 0
+        return None
     pool: ProcessPoolExecutor | None = None
-    answers: list[tuple[Any, Any]] | None = None
+    answers: list[Any] | None = None
     try:
         context = multiprocessing.get_context("forkserver")
         pool = ProcessPoolExecutor(max_workers=min(len(jobs), workers()[0]), mp_context=context)
-        answers = list(pool.map(_read, *zip(*jobs, strict=True), timeout=DEADLINE))
+        answers = list(pool.map(_job, *zip(*jobs, strict=True), timeout=DEADLINE))
     except Exception:  # no processes here (a sandbox), one died, or a hung read: the readers read as before
-        return 0
+        return None
     finally:
         if pool is not None:
             if answers is None:  # past the deadline: a worker stuck on a hung file system is killed
                 for process in list(getattr(pool, "_processes", {}).values()):
                     process.kill()
             pool.shutdown(wait=True, cancel_futures=True)
-    for text, (crashes, part) in zip(logs, answers, strict=True):
+    return answers
+
+
+def _job(read: Callable[[TextFile], Any], text: TextFile, newlines: int | None, size: int) -> Any:
+    """In a worker: one reader's answer for one log."""
+    if newlines is not None:
+        remember_newlines(text.path, size, newlines)  # counted by the scan already
+    return read(text)
+
+
+def _crashes_of(text: TextFile) -> Any:
+    from diagnose.engine.tracebacks import read_crashes
+
+    return read_crashes(text.path, text.rank)
+
+
+def prefetch_tails(evidence: Evidence) -> int:
+    """Read the big logs' crash tails into the crash finder's cache: here, one after another,
+    until the rest look slower that way than in a pool of processes; the number read in processes."""
+    logs = worth_it(evidence.texts_of(TextKind.LOG))
+    if not logs:
+        return 0
+    from diagnose.engine.tracebacks import keep_crashes
+
+    _cpus, forced = workers()
+    started = time.monotonic()
+    rest = list(logs)
+    while rest and not forced:
+        if len(rest) >= MIN_LOGS and len(logs) > len(rest):
+            spent = time.monotonic() - started
+            if spent / (len(logs) - len(rest)) * len(rest) <= POOL_COST:
+                return 0  # the rest are read as cheaply where they are asked for
+            break
+        text = rest.pop(0)
+        try:
+            _crashes_of(text)
+        except Exception:  # unreadable now: its readers say so when they ask
+            continue
+    if len(rest) < MIN_LOGS:
+        return 0
+    answers = in_processes(_crashes_of, rest)
+    if answers is None:
+        return 0
+    for text, crashes in zip(rest, answers, strict=True):
         keep_crashes(text.path, text.rank, crashes)
-        keep_file(text, part)
-    return len(logs)
+    return len(rest)

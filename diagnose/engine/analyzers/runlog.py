@@ -8,7 +8,7 @@ exception per rank) is read once per run and kept while the same evidence is ana
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -293,6 +293,19 @@ def read_file(source: TextFile, tail_bytes: int = TAIL_BYTES) -> RunLog:
     return log
 
 
+def _read_ahead(sources: Sequence[TextFile]) -> None:
+    """Several big logs: their tails read at once in worker processes (engine/tailwork), into
+    read_file's cache; reading every line of a 4 MiB tail is ~0.5-1 s a log."""
+    from diagnose.engine import tailwork
+
+    logs = [source for source in tailwork.worth_it(sources) if _file_key(source, TAIL_BYTES) not in _files]
+    if len(logs) < tailwork.MIN_LOGS:
+        return
+    answers = tailwork.in_processes(read_file, logs)
+    for source, log in zip(logs, answers or (), strict=False):
+        keep_file(source, log)
+
+
 _cache: dict[tuple[object, ...], RunLog] = {}
 
 
@@ -320,6 +333,7 @@ def run_log(evidence: Evidence) -> RunLog:
     if cached is not None:
         return cached
     merged = RunLog(host=evidence.run.host)
+    _read_ahead(evidence.texts_of(TextKind.LOG))
     for source in evidence.texts_of(TextKind.LOG):
         try:
             part = read_file(source)
