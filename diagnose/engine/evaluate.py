@@ -220,10 +220,14 @@ def _dedupe(items: Sequence[EvidenceItem]) -> list[EvidenceItem]:
 
 def run_rules(rules: Sequence[Rule], evidence: Evidence, engine: str = "auto", since: float | None = None,
               until: float | None = None, extra_patterns: Mapping[TextKind, Sequence[str]] | None = None) -> EngineResult:
-    sets = pattern_sets(rules, extra_patterns)
-    scans = scan_texts(evidence.texts, sets, engine)
-    from diagnose.engine.tailwork import prefetch_tails
+    from diagnose.engine.tailwork import collect_beside_scan, prefetch_tails, read_beside_scan
 
+    sets = pattern_sets(rules, extra_patterns)
+    beside = read_beside_scan(evidence)  # big logs: their crash tails read in a child while the scan runs
+    try:
+        scans = scan_texts(evidence.texts, sets, engine)
+    finally:
+        collect_beside_scan(beside)
     prefetch_tails(evidence)  # several big logs: their tails read on every core, not one after another
     return evaluate_scanned(rules, evidence, scans, sets, since, until)
 

@@ -14,22 +14,41 @@ reads a healthy tail in ~0.05 s (it skims the lines before the first crash), so 
 are read here first, and only when reading them one by one turns out slower than a pool would be
 (a tail with a crash early in it is read line by line after it) are the rest sent to processes.
 The run-log analyzer reads every line, so its tails go to processes whenever there are several.
+
+Where the logs are big enough for the scan to take a while, their crash tails are also read
+beside the scan, in a child forked before the scan starts its threads (no import to pay; the
+scan's cores hold no GIL the child needs): numbered from the start of each tail, and renumbered
+once the scan has counted the lines ahead of it. A tail that changed meanwhile is left to its
+readers.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.evidence.model import Evidence, TextFile, TextKind
-from diagnose.evidence.textio import is_compressed, known_newlines, remember_newlines
+from diagnose.evidence.textio import (
+    is_compressed,
+    known_newlines,
+    not_regular,
+    read_tail_window,
+    remember_newlines,
+)
 
 MIN_TAIL_WORK = 12 << 20  # bytes of tails in all below which one process reads them sooner
 MIN_LOGS = 2
 DEADLINE = 120.0  # seconds for all the tails; past it the workers are killed and the readers read here
 POOL_COST = 1.0  # seconds a pool takes to start and import its readers, on a busy 16-core machine
+BESIDE_MIN = 64 << 20  # bytes of plain logs in all from which their crash tails are read beside the scan
+BESIDE_LOGS = 16  # the biggest this many logs (the child reads them one after another)
 
 
 def workers() -> tuple[int, bool]:
@@ -139,3 +158,124 @@ def prefetch_tails(evidence: Evidence) -> int:
     for text, crashes in zip(rest, answers, strict=True):
         keep_crashes(text.path, text.rank, crashes)
     return len(rest)
+
+
+@dataclass
+class BesideScan:
+    """The child reading crash tails while the scan runs, and what it has written so far."""
+
+    pid: int
+    logs: list[TextFile]
+    reader: threading.Thread
+    chunks: list[bytes] = field(default_factory=list)
+
+
+def read_beside_scan(evidence: Evidence) -> BesideScan | None:
+    """Fork a child that reads the biggest plain logs' crash tails while the scan runs (None
+    where that would not pay or is not safe: small logs, other threads alive, no fork)."""
+    asked = os.environ.get("DIAGNOSE_TAIL_PROCESSES", "").strip()
+    if asked.isdigit() or not sys.platform.startswith("linux") or threading.active_count() != 1:
+        return None  # asked for a pool (or none), or a fork could inherit another thread's locks
+    sized = []
+    for text in evidence.texts_of(TextKind.LOG):
+        if is_compressed(text.path) or not_regular(text.path) is not None:
+            continue
+        try:
+            sized.append((os.stat(text.path).st_size, text))
+        except OSError:
+            continue
+    if sum(size for size, _t in sized) < BESIDE_MIN:
+        return None
+    logs = [text for _size, text in sorted(sized, key=lambda pair: -pair[0])[:BESIDE_LOGS]]
+    try:
+        readable, writable = os.pipe()
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # the child: write the answers, then leave at once (no atexit, no buffers flushed)
+        code = 1
+        try:
+            os.close(readable)
+            payload = pickle.dumps([_tail_beside(text) for text in logs], protocol=pickle.HIGHEST_PROTOCOL)
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(writable, view):]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(writable)
+    chunks: list[bytes] = []
+
+    def drain() -> None:  # the pipe holds 64 KiB: read as the child writes, or it would wait
+        with os.fdopen(readable, "rb", buffering=0) as pipe:
+            while block := pipe.read(1 << 20):
+                chunks.append(block)
+
+    reader = threading.Thread(target=drain, name="diagnose-tails", daemon=True)
+    reader.start()
+    return BesideScan(pid, logs, reader, chunks)
+
+
+def _tail_beside(text: TextFile) -> tuple[Any, int | None, int, int] | None:
+    """In the child: (crashes numbered from the tail's start, the tail's newlines, size, mtime_ns)."""
+    from diagnose.engine.tracebacks import TAIL_BYTES, crashes_of_tail
+
+    try:
+        window = read_tail_window(text.path, TAIL_BYTES)
+        if window is None:
+            return None
+        found = crashes_of_tail(window.data, window.first_line, text.rank, window.mtime)
+    except Exception:  # unreadable: its readers say so when they ask
+        return None
+    return found, window.newlines, window.size, window.mtime_ns
+
+
+def collect_beside_scan(beside: BesideScan | None, deadline: float = DEADLINE) -> int:
+    """After the scan: the child's answers, renumbered by the scan's newline counts, into the
+    crash finder's cache; the number kept. The child is reaped whatever happens."""
+    if beside is None:
+        return 0
+    from diagnose.engine.tracebacks import keep_crashes, shifted
+
+    ended = time.monotonic() + deadline
+    status = None
+    while status is None:
+        try:
+            done, code = os.waitpid(beside.pid, os.WNOHANG)
+        except ChildProcessError:
+            return 0
+        if done:
+            status = code
+        elif time.monotonic() > ended:  # stuck on a hung file system: its readers read here
+            os.kill(beside.pid, signal.SIGKILL)
+            os.waitpid(beside.pid, 0)
+            return 0
+        else:
+            time.sleep(0.002)
+    beside.reader.join(5.0)
+    if status != 0 or beside.reader.is_alive():
+        return 0
+    try:
+        answers = pickle.loads(b"".join(beside.chunks))
+    except Exception:
+        return 0
+    kept = 0
+    for text, answer in zip(beside.logs, answers, strict=False):
+        if answer is None:
+            continue
+        found, newlines, size, mtime_ns = answer
+        try:
+            now = os.stat(text.path)
+        except OSError:
+            continue
+        if (now.st_size, now.st_mtime_ns) != (size, mtime_ns):
+            continue  # written to since: read afresh when asked
+        ahead = 0
+        if newlines is not None:
+            total = known_newlines(text.path, size)
+            if total is None:
+                continue  # the scan did not count it whole
+            ahead = total - newlines
+        keep_crashes(text.path, text.rank, shifted(found, ahead))
+        kept += 1
+    return kept

@@ -246,10 +246,31 @@ def read_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAI
     if cached is not None:
         return cached
     data, first_line = read_tail(path, tail_bytes)
-    text = strip_ansi(data).decode("utf-8", errors="replace")
-    found = read_text(text, first_line, file_rank, log_clock("", text[-64 * 1024:], st.st_mtime))
+    found = crashes_of_tail(data, first_line, file_rank, st.st_mtime)
     _keep(key, found)
     return found
+
+
+def crashes_of_tail(data: bytes, first_line: int, file_rank: int | None, mtime: float) -> LogCrashes:
+    """What read_crashes finds in a tail read_tail (or read_tail_window) gave."""
+    text = strip_ansi(data).decode("utf-8", errors="replace")
+    return read_text(text, first_line, file_rank, log_clock("", text[-64 * 1024:], mtime))
+
+
+def shifted(found: LogCrashes, lines: int) -> LogCrashes:
+    """The same crashes and progress with every log line number `lines` further on (a tail
+    read before the lines ahead of it were counted; engine/tailwork)."""
+    if not lines:
+        return found
+    moved = {id(crash): dataclasses.replace(crash, line_no=crash.line_no + lines, end_line=crash.end_line + lines,
+                                            lines=[(no + lines, text) for no, text in crash.lines],
+                                            frames=list(crash.frames))
+             for crash in found.every}
+    for crash in found.crashes:
+        if id(crash) not in moved:  # every crash is in `every`; kept whole should that change
+            moved[id(crash)] = shifted(LogCrashes([crash], {}, [crash]), lines).crashes[0]
+    progress = {key: [(no + lines, mark) for no, mark in marks] for key, marks in found.progress.items()}
+    return LogCrashes([moved[id(c)] for c in found.crashes], progress, [moved[id(c)] for c in found.every])
 
 
 def _keep(key: tuple[str, int | None, int, int, int], found: LogCrashes) -> None:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TypeVar, cast
+from typing import IO, NamedTuple, TypeVar, cast
 
 from diagnose.errors import InputError
 
@@ -274,6 +274,39 @@ def read_tail(path: Path, limit: int) -> tuple[bytes, int]:
     except OSError as exc:
         raise _read_error(path, exc) from None
     return _capped(*_drop_partial_line(data, before + 1))
+
+
+class TailWindow(NamedTuple):
+    """A plain file's tail as read_tail gives it, read without numbering its lines: `data` and
+    the number its first line has when counting from the window's start (`first_line`); the
+    true number is first_line + `before`, the newlines ahead of the window, which is
+    total newlines - `newlines` (the window's own) once the scan has counted the file.
+    `newlines` is None where the window is the whole file: its numbers are true already."""
+
+    data: bytes
+    first_line: int
+    newlines: int | None
+    size: int
+    mtime_ns: int
+    mtime: float
+
+
+def read_tail_window(path: Path, limit: int) -> TailWindow | None:
+    """read_tail of a plain file without the pass over its head; None if it changed while read."""
+    try:
+        stat = path.stat()
+        with open(path, "rb") as handle:
+            if stat.st_size <= limit:
+                data, first = _capped(handle.read(), 1)
+                return TailWindow(data, first, None, stat.st_size, stat.st_mtime_ns, stat.st_mtime)
+            handle.seek(stat.st_size - limit)
+            raw = handle.read(limit)
+    except OSError as exc:
+        raise _read_error(path, exc) from None
+    if len(raw) != limit:
+        return None  # truncated while read: the readers read it again
+    data, first = _capped(*_drop_partial_line(raw, 1))
+    return TailWindow(data, first, raw.count(b"\n"), stat.st_size, stat.st_mtime_ns, stat.st_mtime)
 
 
 def read_last(path: Path, limit: int) -> bytes:
