@@ -265,10 +265,7 @@ def shifted(found: LogCrashes, lines: int) -> LogCrashes:
     moved = {id(crash): dataclasses.replace(crash, line_no=crash.line_no + lines, end_line=crash.end_line + lines,
                                             lines=[(no + lines, text) for no, text in crash.lines],
                                             frames=list(crash.frames))
-             for crash in found.every}
-    for crash in found.crashes:
-        if id(crash) not in moved:  # every crash is in `every`; kept whole should that change
-            moved[id(crash)] = shifted(LogCrashes([crash], {}, [crash]), lines).crashes[0]
+             for crash in found.every}  # `crashes` are the last ones of `every`, the same objects
     progress = {key: [(no + lines, mark) for no, mark in marks] for key, marks in found.progress.items()}
     return LogCrashes([moved[id(c)] for c in found.crashes], progress, [moved[id(c)] for c in found.every])
 

@@ -250,21 +250,18 @@ def read_tail(path: Path, limit: int) -> tuple[bytes, int]:
             _TAILS[key] = kept
         return kept
     try:
-        stat = path.stat()
-        size = stat.st_size
         with open(path, "rb") as handle:
-            if size <= limit:
-                return _capped(handle.read(), 1)
-            handle.seek(size - limit)
-            data = handle.read(limit)
-            total = _NEWLINES.get((str(path), size, stat.st_mtime_ns))
-            if total is not None and len(data) == limit:  # the scan counted them already
-                return _capped(*_drop_partial_line(data, total - data.count(b"\n") + 1))
+            window = _tail_window(handle, os.fstat(handle.fileno()), limit)
+            if window.newlines is None:
+                return window.data, window.first_line
+            total = _NEWLINES.get((str(path), window.size, window.mtime_ns))
+            if total is not None and window.complete:  # the scan counted them already
+                return window.data, window.first_line + total - window.newlines
             # Counting newlines before the window costs one pass over the head; it keeps line
             # numbers true to the file.
             handle.seek(0)
             before = 0
-            remaining = size - limit
+            remaining = window.size - limit
             while remaining > 0:
                 block = handle.read(min(CHUNK_BYTES, remaining))
                 if not block:
@@ -273,8 +270,7 @@ def read_tail(path: Path, limit: int) -> tuple[bytes, int]:
                 remaining -= len(block)
     except OSError as exc:
         raise _read_error(path, exc) from None
-    return _capped(*_drop_partial_line(data, before + 1))
-
+    return window.data, window.first_line + before
 
 class TailWindow(NamedTuple):
     """A plain file's tail as read_tail gives it, read without numbering its lines: `data` and
@@ -289,25 +285,28 @@ class TailWindow(NamedTuple):
     size: int
     mtime_ns: int
     mtime: float
+    complete: bool  # the whole window was read (a file truncated meanwhile gives less)
 
 
 def read_tail_window(path: Path, limit: int) -> TailWindow | None:
     """read_tail of a plain file without the pass over its head; None if it changed while read."""
     try:
-        stat = path.stat()
         with open(path, "rb") as handle:
-            if stat.st_size <= limit:
-                data, first = _capped(handle.read(), 1)
-                return TailWindow(data, first, None, stat.st_size, stat.st_mtime_ns, stat.st_mtime)
-            handle.seek(stat.st_size - limit)
-            raw = handle.read(limit)
+            window = _tail_window(handle, os.fstat(handle.fileno()), limit)
     except OSError as exc:
         raise _read_error(path, exc) from None
-    if len(raw) != limit:
-        return None  # truncated while read: the readers read it again
-    data, first = _capped(*_drop_partial_line(raw, 1))
-    return TailWindow(data, first, raw.count(b"\n"), stat.st_size, stat.st_mtime_ns, stat.st_mtime)
+    return window if window.complete else None  # truncated while read: the readers read it again
 
+
+def _tail_window(handle: IO[bytes], stat: os.stat_result, limit: int) -> TailWindow:
+    """The tail read_tail returns, numbered from the window's start (one read of the window)."""
+    if stat.st_size <= limit:
+        data, first = _capped(handle.read(), 1)
+        return TailWindow(data, first, None, stat.st_size, stat.st_mtime_ns, stat.st_mtime, True)
+    handle.seek(stat.st_size - limit)
+    raw = handle.read(limit)
+    data, first = _capped(*_drop_partial_line(raw, 1))
+    return TailWindow(data, first, raw.count(b"\n"), stat.st_size, stat.st_mtime_ns, stat.st_mtime, len(raw) == limit)
 
 def read_last(path: Path, limit: int) -> bytes:
     """The last `limit` bytes of a plain file, its lines cut at MAX_LINE: one seek and one read
