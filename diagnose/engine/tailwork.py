@@ -24,6 +24,7 @@ readers.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -129,29 +130,20 @@ def _crashes_of(text: TextFile) -> Any:
 
 
 def prefetch_tails(evidence: Evidence) -> int:
-    """Read the big logs' crash tails into the crash finder's cache: here, one after another,
-    until the rest look slower that way than in a pool of processes; the number read in processes."""
+    """Read the big logs' crash tails into the crash finder's cache in a pool of processes when
+    reading the first here shows the rest would take longer than the pool; the number read there."""
     logs = worth_it(evidence.texts_of(TextKind.LOG))
     if not logs:
         return 0
     from diagnose.engine.tracebacks import keep_crashes
 
-    _cpus, forced = workers()
-    started = time.monotonic()
     rest = list(logs)
-    while rest and not forced:
-        if len(rest) >= MIN_LOGS and len(logs) > len(rest):
-            spent = time.monotonic() - started
-            if spent / (len(logs) - len(rest)) * len(rest) <= POOL_COST:
-                return 0  # the rest are read as cheaply where they are asked for
-            break
-        text = rest.pop(0)
-        try:
-            _crashes_of(text)
-        except Exception:  # unreadable now: its readers say so when they ask
-            continue
-    if len(rest) < MIN_LOGS:
-        return 0
+    if not workers()[1]:  # not asked for: the first read here tells what the rest would cost
+        started = time.monotonic()
+        with contextlib.suppress(Exception):  # unreadable now: its readers say so when they ask
+            _crashes_of(rest.pop(0))
+        if len(rest) < MIN_LOGS or (time.monotonic() - started) * len(rest) <= POOL_COST:
+            return 0  # the rest are read as cheaply where they are asked for
     answers = in_processes(_crashes_of, rest)
     if answers is None:
         return 0
