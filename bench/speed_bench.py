@@ -304,6 +304,10 @@ def baselines(files: Sequence[Path], patterns: dict[str, Path]) -> dict[str, Cmd
     return commands
 
 
+def rss_line(label: str, rss: float) -> str:
+    return f"  {label:<58} {rss:6.1f}   target <= {TARGET_RSS_MB:.0f}  {'PASS' if rss <= TARGET_RSS_MB else 'FAIL'}"
+
+
 def ratio_line(label: str, ours: float, theirs: float, target: float | None) -> str:
     value = ours / theirs
     verdict = "" if target is None else f"   target <= {target}  {'PASS' if value <= target else 'FAIL'}"
@@ -331,9 +335,7 @@ def section_big(scan: list[str], env: dict[str, str], log: Path, patterns: dict[
         one = got["diagnose scan (1 core)"][0]
         print(f"  {'speed-up from 1 to ' + str(cores) + ' cores':<58} {one / ours:6.2f}")
         out["speed-up"] = one / ours
-    rss = got[f"diagnose scan ({cores} cores)"][1]
-    print(f"  {'peak RSS of diagnose scan (MB)':<58} {rss:6.1f}   target <= {TARGET_RSS_MB:.0f}  "
-          f"{'PASS' if rss <= TARGET_RSS_MB else 'FAIL'}")
+    print(rss_line("peak RSS of diagnose scan (MB)", got[f"diagnose scan ({cores} cores)"][1]))
     if base is not None:
         before = got[f"{BEFORE}diagnose scan ({cores} cores)"][0]
         print(ratio_line("before: diagnose / grep", before, grep, None))
@@ -352,9 +354,7 @@ def section_ranks(scan: list[str], env: dict[str, str], ranks: list[Path], patte
     grep = got["grep -E -c -f synthetic53 (C)"][0]
     print(ratio_line("diagnose / grep over the 8 files", ours, grep, None))
     print(ratio_line("diagnose / wc -l over the 8 files", ours, got["wc -l"][0], None))
-    rss = got["diagnose scan (8 files)"][1]
-    print(f"  {'peak RSS of diagnose scan (MB)':<58} {rss:6.1f}   target <= {TARGET_RSS_MB:.0f}  "
-          f"{'PASS' if rss <= TARGET_RSS_MB else 'FAIL'}")
+    print(rss_line("peak RSS of diagnose scan (MB)", got["diagnose scan (8 files)"][1]))
     out = {"ranks/grep": ours / grep}
     if base is not None:
         before = got[f"{BEFORE}diagnose scan (8 files)"][0]
@@ -375,9 +375,7 @@ def section_rules(scan: list[str], env: dict[str, str], log: Path, work: Path, r
     got = table(f"1,000 user rules ({len(set(patterns))} distinct patterns) on {log.name}", commands, runs, [log])
     alone, more = got["diagnose scan (built-in pack)"][0], got["diagnose scan (+1,000 user rules)"][0]
     print(ratio_line("+1,000 rules / built-in pack alone", more, alone, 1.3))
-    rss = got["diagnose scan (+1,000 user rules)"][1]
-    print(f"  {'peak RSS with 1,000 more rules (MB)':<58} {rss:6.1f}   target <= {TARGET_RSS_MB:.0f}  "
-          f"{'PASS' if rss <= TARGET_RSS_MB else 'FAIL'}")
+    print(rss_line("peak RSS with 1,000 more rules (MB)", got["diagnose scan (+1,000 user rules)"][1]))
     out = {"rules-1000/builtin": more / alone}
     if base is not None:
         print(ratio_line("before: +1,000 rules / built-in pack alone", got[f"{BEFORE}diagnose scan (+1,000 user rules)"][0],
