@@ -83,15 +83,15 @@ def main() -> int:
         print("  numpy not importable")
     timed("escapes: bytes.find(b'\\x1b')", size, lambda: [p.find(b"\x1b") for p in pieces])
 
-    from diagnose.engine import scan
+    from diagnose.engine import finders, scan
     from diagnose.engine.evaluate import pattern_sets
     from diagnose.evidence.model import TextFile, TextKind
     from diagnose.rules.load import load_rules
 
     patterns = pattern_sets(load_rules().rules)[TextKind.LOG]
-    name, finder = scan.make_finder(patterns)
+    name, finder = finders.make_finder(patterns)
     print(f"  built-in pack: {len(patterns)} log patterns, finder {name}")
-    if isinstance(finder, scan.HyperscanFinder) and finder.db is not None:
+    if isinstance(finder, finders.HyperscanFinder) and finder.db is not None:
         import hyperscan as hs
 
         print(f"  hyperscan {hs.__version__}: database {finder.db.info().decode()}")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.engine import scan
+from diagnose.engine import finders
 from tests.support.cli import run_cli
 
 
@@ -21,6 +21,5 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "cache"
     monkeypatch.setenv("DIAGNOSE_CACHE_DIR", str(folder))
     monkeypatch.delenv("DIAGNOSE_NO_CACHE", raising=False)
-    monkeypatch.setattr(scan, "_DATABASES", {})
-    monkeypatch.setattr(scan, "_PURE", {})
+    monkeypatch.setattr(finders, "CACHE", finders.FinderCache())
     return folder

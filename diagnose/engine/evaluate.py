@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from diagnose.engine.finders import PatternSet
 from diagnose.engine.findings import Finding, Skipped
-from diagnose.engine.scan import FileScan, LineHit, PatternSet, scan_texts
+from diagnose.engine.scan import FileScan, LineHit, scan_texts
 from diagnose.evidence.lines import split_host
 from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextKind
 from diagnose.rules import conditions as facts

@@ -312,7 +312,7 @@ def prepared(pattern: str) -> tuple[list[Any], int]:
 
 
 _REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
-_MIN_TRIMMED = 2  # a trimmed superset must still hold a text this long
+_MIN_TRIMMED = 4  # a trimmed superset must still hold a text this long
 
 
 def _trim_tail(items: list[Any]) -> list[Any]:
@@ -381,6 +381,57 @@ def required_literals(pattern: str) -> list[tuple[bytes, bool]] | None:
     if found is None:
         return None
     return [(text.encode("utf-8"), fold) for text, fold in found]
+
+
+def literals_are_whole(pattern: str) -> bool:
+    """Whether finding `required_literals(pattern)` is as selective as the pattern's superset:
+    what is left of it once trimmed (`prepared`) is one of those texts, whole.
+
+    Then a finder may search the texts (hyperscan's fastest matcher). Otherwise the superset
+    says more than the texts: `grad_norm\\s*[:=]\\s*nan` holds `grad_norm`, which every step line
+    of a training log prints, but a line is a candidate only where `nan` follows it."""
+    try:
+        items, flags = prepared(pattern)
+    except Unsupported:
+        return False
+    texts = _spelled(items, bool(flags & _IGNORECASE))
+    required = required_literals(pattern)
+    if not texts or required is None:
+        return False
+    return sorted(texts) == sorted((text.decode("utf-8"), fold) for text, fold in required)
+
+
+_SPELLED_MAX = 16  # texts a literal-only pattern may spell before it counts as not whole
+
+
+def _spelled(items: Any, fold: bool) -> list[tuple[str, bool]] | None:
+    """The texts a pattern made of literals, groups and alternations alone matches (lower case
+    under (?i)); None if it holds anything else, or more than _SPELLED_MAX texts."""
+    texts = [""]
+    for op, arg in items:
+        name = str(op)
+        if name == "LITERAL":
+            ch = chr(arg)
+            texts = [text + (ch.lower() if fold else ch) for text in texts]
+            continue
+        if name == "SUBPATTERN":
+            inner = _spelled(arg[3], fold)
+            if inner is None or any(inner_fold != fold for _, inner_fold in inner):
+                return None  # a group that changes the case flag: not one plain text
+            options = [text for text, _ in inner]
+        elif name == "BRANCH":
+            options = []
+            for branch in arg[1]:
+                inner = _spelled(branch, fold)
+                if inner is None:
+                    return None
+                options.extend(text for text, _ in inner)
+        else:
+            return None
+        texts = [text + option for text in texts for option in options]
+        if len(texts) > _SPELLED_MAX:
+            return None
+    return [(text, fold) for text in texts]
 
 
 def _score(texts: list[tuple[str, bool]]) -> tuple[int, int]:

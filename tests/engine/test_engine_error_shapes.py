@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from diagnose.app import diagnose
+from diagnose.engine.finders import PatternSet
 from diagnose.engine.rank import UNRECOGNISED_ID, rank_all
-from diagnose.engine.scan import PatternSet, Scanner
+from diagnose.engine.scan import Scanner
 from diagnose.engine.tracebacks import crashes_in_text, find_crashes, read_crashes
 from diagnose.evidence.inputs import evidence_from_paths
 from diagnose.evidence.lines import log_clock, log_time, split_prefix

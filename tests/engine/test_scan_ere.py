@@ -14,7 +14,8 @@ import pytest
 import regex
 
 from diagnose.engine import scan
-from diagnose.engine.scan import PatternSet, Scanner
+from diagnose.engine.finders import PatternSet
+from diagnose.engine.scan import Scanner
 from diagnose.evidence.model import TextFile, TextKind
 from diagnose.patterns import ere
 from tests.engine.test_scan_prefilter import TRICKY, _bytes_of

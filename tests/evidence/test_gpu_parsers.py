@@ -172,7 +172,8 @@ def test_non_gpu_h200_samples() -> None:
 
 def test_dmesg_sample_on_the_wall_clock(tmp_path: Path) -> None:
     """The Xid line of the H200 dmesg tail, with a boot time, lands at boot + seconds."""
-    from diagnose.engine.scan import PatternSet, Scanner
+    from diagnose.engine.finders import PatternSet
+    from diagnose.engine.scan import Scanner
     from diagnose.evidence.model import TextFile, TextKind
 
     boot = 1_796_000_000.0

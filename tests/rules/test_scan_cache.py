@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.engine import scan
+from diagnose.engine import finders
 from diagnose.rules import cache as rulecache
 from diagnose.rules.conditions import FactCondition
 from diagnose.rules.load import load_rules
@@ -20,10 +20,10 @@ DDP = SCAN_DATA / "ddp-healthy-train.log"
 PATTERNS = [r"NCCL version (?P<version>\S+)", r"INFO train: epoch (?P<epoch>\d+) step (?P<step>\d+)"]
 
 
-def _fresh_finder(patterns: list[str]) -> scan.HyperscanFinder:
-    scan._DATABASES.clear()
-    name, finder = scan.make_finder(scan.PatternSet(patterns), "hyperscan")
-    assert name == "hyperscan" and isinstance(finder, scan.HyperscanFinder)
+def _fresh_finder(patterns: list[str]) -> finders.HyperscanFinder:
+    finders.CACHE.clear()
+    name, finder = finders.make_finder(finders.PatternSet(patterns), "hyperscan")
+    assert name == "hyperscan" and isinstance(finder, finders.HyperscanFinder)
     return finder
 
 
@@ -40,7 +40,7 @@ def test_the_hyperscan_database_is_compiled_once_and_invalidated_by_a_pattern_ch
     assert not changed.loaded_from_cache and changed.key != first.key
     assert len(list(cache_dir.glob("hs-*.db"))) == 2
     # Results never depend on where the database came from.
-    scan._DATABASES.clear()
+    finders.CACHE.clear()
     assert summary_of(run_scan(DDP, PATTERNS, "hyperscan")) == found
 
 
@@ -50,13 +50,13 @@ def test_a_corrupt_or_unwritable_cache_costs_time_not_results(cache_dir: Path, m
     _fresh_finder(PATTERNS)
     (entry,) = cache_dir.glob("hs-*.db")
     entry.write_bytes(b"0\nnot a database")
-    scan._DATABASES.clear()
+    finders.CACHE.clear()
     assert summary_of(run_scan(DDP, PATTERNS, "hyperscan")) == expected
     assert _fresh_finder(PATTERNS).loaded_from_cache  # the bad entry was replaced
     blocked = cache_dir.parent / "not-a-dir"
     blocked.write_text("a file where the cache folder should be")
     monkeypatch.setenv("DIAGNOSE_CACHE_DIR", str(blocked))
-    scan._DATABASES.clear()
+    finders.CACHE.clear()
     assert summary_of(run_scan(DDP, PATTERNS, "hyperscan")) == expected
     monkeypatch.setenv("DIAGNOSE_CACHE_DIR", str(cache_dir.parent / "off"))
     monkeypatch.setenv("DIAGNOSE_NO_CACHE", "1")

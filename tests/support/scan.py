@@ -14,7 +14,8 @@ import pytest
 import regex
 
 from diagnose.engine import scan
-from diagnose.engine.scan import KEEP, MAX_LINE, FileScan, PatternSet, Scanner
+from diagnose.engine.finders import PatternSet
+from diagnose.engine.scan import KEEP, MAX_LINE, FileScan, Scanner
 from diagnose.evidence.lines import ANSI_BYTES, split_prefix
 from diagnose.evidence.model import TextFile, TextKind
 
