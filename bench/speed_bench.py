@@ -73,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default="big,ranks,rules,startup", help="sections to run (comma-separated)")
     parser.add_argument("--logs", default="real,metrics,plain,synthetic", help="the 1 GiB logs of the big section")
+    parser.add_argument("--without-numpy", action="store_true",
+                        help="also time the scan of the real log with numpy not importable (does numpy pay?)")
     args = parser.parse_args(argv)
     if args.quick:
         args.size_mb, args.rank_mb, args.runs = 256, 64, 3
@@ -99,7 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "big" in sections:
         for kind in args.logs.split(","):
             path = log if kind == "synthetic" else ensure_real_log(work, kind, args.size_mb)
-            results.update(section_big(scan, env, path, patterns, args.runs, cores, base, kind))
+            results.update(section_big(scan, env, path, patterns, args.runs, cores, base, kind,
+                                       no_numpy_env(env, work) if args.without_numpy and kind == "real" else None))
         if "metrics/grep" in results and "plain/grep" in results:
             print(f"\n  {'every line a metric line / no metric line (metrics / plain)':<58} "
                   f"{results['metrics/seconds'] / results['plain/seconds']:6.2f}   target <= 1.3  "
@@ -132,6 +135,15 @@ def checkout_env(src: Path, work: Path) -> dict[str, str]:
 
 
 BEFORE = "before: "
+
+
+def no_numpy_env(env: dict[str, str], work: Path) -> dict[str, str]:
+    """`env` with a folder first on PYTHONPATH whose `numpy` fails to import, as on an install
+    without it (engine/bytecount.py then counts with bytes.count)."""
+    shim = work / "no-numpy" / "numpy"
+    shim.mkdir(parents=True, exist_ok=True)
+    (shim / "__init__.py").write_text('raise ImportError("numpy hidden by speed_bench --without-numpy")\n')
+    return dict(env, PYTHONPATH=os.pathsep.join([str(shim.parent), env["PYTHONPATH"]]))
 
 
 def with_baseline(commands: dict[str, Cmd], base: dict[str, str] | None) -> dict[str, Cmd]:
@@ -340,11 +352,14 @@ def ratio_line(label: str, ours: float, theirs: float, target: float | None) -> 
 
 
 def section_big(scan: list[str], env: dict[str, str], log: Path, patterns: dict[str, Path], runs: int,
-                cores: int, base: dict[str, str] | None = None, kind: str = "synthetic") -> dict[str, float]:
+                cores: int, base: dict[str, str] | None = None, kind: str = "synthetic",
+                no_numpy: dict[str, str] | None = None) -> dict[str, float]:
     commands: dict[str, Cmd] = {f"diagnose scan ({cores} cores)": ([*scan, str(log)], env, None)}
     if cores > 1:
         commands["diagnose scan (1 core)"] = ([*scan, str(log)], env, min(os.sched_getaffinity(0)))
     commands = with_baseline(commands, base)
+    if no_numpy is not None:
+        commands[f"diagnose scan ({cores} cores), numpy not importable"] = ([*scan, str(log)], no_numpy, None)
     commands.update(baselines([log], patterns))
     got = table(f"{kind} log: {log.name}, {log.stat().st_size / 2**30:.2f} GiB", commands, runs, [log])
     ours = got[f"diagnose scan ({cores} cores)"][0]
@@ -368,6 +383,10 @@ def section_big(scan: list[str], env: dict[str, str], log: Path, patterns: dict[
         print(ratio_line("before: diagnose / grep", before, grep, None))
         before_lines(got)
         out[f"{kind}/before"] = ours / before
+    if no_numpy is not None:
+        without = got[f"diagnose scan ({cores} cores), numpy not importable"][0]
+        print(ratio_line("without numpy / with numpy", without, ours, None))
+        out[f"{kind}/no-numpy"] = without / ours
     return out
 
 

@@ -19,11 +19,13 @@ from dataclasses import dataclass, field, replace
 
 from diagnose.engine.attribution import ELSEWHERE, NOT_HOST, OWN, UNATTRIBUTED, attribute
 from diagnose.engine.causes import UNRECOGNISED
+from diagnose.engine.errorlines import ErrorLine, log_error_line
 from diagnose.engine.findings import Cause, Finding, reread_gap
 from diagnose.engine.kernel_events import KernelEvent, kernel_events
 from diagnose.engine.runview import STALL_AFTER, RunView, run_view
 from diagnose.engine.state import FINISHED, RUNNING, RunState, derive_state, state_causes
 from diagnose.engine.tracebacks import Crash, find_crashes, on_clock, read_crashes
+from diagnose.evidence.lines import strip_prefix
 from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextFile, TextKind
 from diagnose.vocab import Role, Severity, is_crash_level
 
@@ -218,6 +220,12 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
             if gaps is not None:
                 gaps.append(reread_gap(source.display, exc, "its last exception was not looked for"))
             continue
+        if not found:
+            # No crash of any shape the crash finder knows: the error line the log ends on, if any.
+            error = log_error_line(source)
+            if error is not None and not any((source.display, line) in recognised for line, _text in error.context):
+                crashes.append((source, _line_crash(source, error)))
+            continue
         crashes.extend((source, on_clock(crash, source)) for crash in found
                        if not any((source.display, line) in recognised for line, _text in crash.lines))
     grouped: dict[tuple[str, str], list[tuple[TextFile, Crash]]] = {}
@@ -264,6 +272,14 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _line_crash(source: TextFile, error: ErrorLine) -> Crash:
+    if error.cut_traceback:
+        return Crash(source.rank, None, "Traceback cut short", "the log ends inside a traceback, before its exception "
+                     "line", error.line_no, list(error.context), shape="line", end_line=error.line_no)
+    return Crash(source.rank, None, "Error line", strip_prefix(error.text).strip()[:500], error.line_no,
+                 list(error.context), shape="line", end_line=error.line_no)
+
+
 def _crash_words(crash: Crash) -> tuple[str, str]:
     """The title of an unrecognised crash, and what the run did (for the explanation), by shape."""
     summary = _short(crash.summary)
@@ -288,6 +304,10 @@ def _crash_words(crash: Crash) -> tuple[str, str]:
         thread = f" in thread '{crash.thread}'" if crash.thread else ""
         return (f"Rust panic{thread} at {site}: {_short(crash.message)}",
                 f"native Rust code (a tokenizer, a data loader) panicked{thread} at {site}: {_short(crash.message)}")
+    if crash.shape == "line":
+        return (f"The log ends on an error no rule knows: {_short(crash.message)}",
+                f"the log ends on this error line ({_short(crash.message)}), printed by the program or a library, "
+                "with no traceback a rule or the crash finder knows")
     if crash.shape == "go":
         return f"Go panic: {_short(crash.message)}", f"a Go program panicked ({_short(crash.message)})"
     if crash.fatal:

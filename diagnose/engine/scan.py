@@ -69,7 +69,7 @@ from diagnose.evidence.textio import (
     CHUNK_BYTES,
     LineCuts,
     file_size,
-    is_compressed,
+    is_streamed,
     iter_blocks,
     iter_range_blocks,
     not_regular,
@@ -251,7 +251,7 @@ class Scanner:
     def plan(self, source: TextFile, file: int, piece: int, chunk_bytes: int) -> list[_Task]:
         path = source.path
         size = file_size(path)
-        stream = is_compressed(path) or not_regular(path) is not None
+        stream = is_streamed(path) or not_regular(path) is not None
         # The year of year-less times: of a plain file from its head and tail, read now (before
         # any part is scanned, each needs it); of a stream from its first piece (scan_part).
         clock = None if stream else _file_clock(source)
@@ -260,7 +260,7 @@ class Scanner:
             def whole(cuts: LineCuts, _buffers: list[bytearray]) -> Pieces:
                 return iter_blocks(path, chunk_bytes, ring=3, cuts=cuts)
 
-            return [_Task(file, 0, whole, prefetch=is_compressed(path) or size > chunk_bytes, clock=clock)]
+            return [_Task(file, 0, whole, prefetch=is_streamed(path) or size > chunk_bytes, clock=clock)]
         tasks = []
         for number, (start, end) in enumerate(plan_ranges(path, size, piece)):
             def ranged(cuts: LineCuts, buffers: list[bytearray], start: int = start, end: int = end) -> Pieces:

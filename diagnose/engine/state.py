@@ -12,6 +12,7 @@ from pathlib import Path
 from diagnose.engine import causes
 from diagnose.engine.attribution import OWN, attribute
 from diagnose.engine.causes import EngineCause
+from diagnose.engine.errorlines import log_error_line
 from diagnose.engine.findings import Cause
 from diagnose.engine.kernel_events import KernelEvent
 from diagnose.engine.runview import RunView, own_logs
@@ -73,6 +74,9 @@ def derive_state(evidence: Evidence, view: RunView, events: Sequence[KernelEvent
         return state(FINISHED, "it exited with status 0")
     if any(is_finish_line(strip_prefix(item.text)) for item in last):
         return state(FINISHED, "its log ends with the trainer's own words for done")
+    if last and not view.known:
+        return state(STOPPED, "its log ends without an error (no exit record, no process to ask: nothing says it "
+                              "was killed)")
     if last:
         return state(STOPPED, "its log stops with no error and no exit record")
     return state(UNKNOWN, "no log of the run to read")
@@ -129,6 +133,8 @@ def _ends_in_error(evidence: Evidence) -> bool:
             continue
         if any(not c.survived for c in crashes):
             return True
+        if not crashes and log_error_line(text) is not None:
+            return True  # an error of another shape (engine/errorlines.py) ends it
     return False
 
 
@@ -154,6 +160,12 @@ def state_causes(run: RunState, view: RunView, have_root: bool, quoted: frozense
         return []
     if run.dmesg_checked and view.known and view.alive is False and run.own_oom is None:
         return [_cause(causes.KILLED_FROM_OUTSIDE, run.last_lines, causes.KILLED_FROM_OUTSIDE.explanation)]
+    if not view.known:
+        # Captured logs alone (`diagnose scan`): a log that ends without an error is what most
+        # finished runs leave (their last words are an eval, a save, a summary, not "done"), and
+        # what a run still going when the log was copied leaves. Nothing here suggests a kill:
+        # the state says how it ended; a warning would be wrong more often than right.
+        return []
     return [_cause(causes.STOPPED_WITHOUT_ERROR, run.last_lines, causes.STOPPED_WITHOUT_ERROR.explanation)]
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from diagnose.evidence.model import Evidence, TextFile, TextKind
 from diagnose.evidence.textio import (
-    is_compressed,
+    is_streamed,
     known_newlines,
     not_regular,
     read_tail_window,
@@ -72,7 +72,7 @@ def worth_it(texts: Sequence[TextFile]) -> list[TextFile]:
         return []  # decided before any stat: the common small machine and the one-log scan
     logs = []
     for text in texts:
-        if is_compressed(text.path):
+        if is_streamed(text.path):
             continue  # its tail costs a whole decompression: kept where it is (textio's own cache)
         try:
             size = os.stat(text.path).st_size
@@ -170,7 +170,7 @@ def read_beside_scan(evidence: Evidence) -> BesideScan | None:
         return None  # asked for a pool (or none), or a fork could inherit another thread's locks
     sized = []
     for text in evidence.texts_of(TextKind.LOG):
-        if is_compressed(text.path) or not_regular(text.path) is not None:
+        if is_streamed(text.path) or not_regular(text.path) is not None:
             continue
         try:
             sized.append((os.stat(text.path).st_size, text))

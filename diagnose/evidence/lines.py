@@ -353,7 +353,9 @@ FINISHED = re.compile(
     r"\b(?:training|train|fit|fitting|run|job|finetuning|fine-tuning|pretraining)\b[^\n]{0,40}?"
     r"\b(?:complete|completed|finished|done|succeeded|ended successfully)\b"
     r"|Training completed\b|['\"]train_runtime['\"]|`Trainer\.fit` stopped: `max_(?:epochs|steps)=[0-9]+` reached"
-    r"|\bexit(?:ed with)? (?:status|code):? 0\b|^wandb: Synced [0-9]+ W&B file",
+    r"|\bexit(?:ed with)? (?:status|code):? 0\b|^wandb: Synced [0-9]+ W&B file"
+    r"|\bProcess [0-9]+ exits successfully\b|\bEnd of training\b|\btraining (?:is )?(?:done|over)\b"
+    r"|\bstep[: ]\s*([0-9]+)\s*/\s*\1\b(?!.*\b(?:of|/)\s*[0-9])",
     re.IGNORECASE | re.MULTILINE,
 )
 
@@ -380,7 +382,7 @@ def progress_of(body: str) -> tuple[str, str] | None:
 _COUNTER_WORDS = ("tep", "TEP", "ter", "TER", "poch", "POCH", "atch", "ATCH")
 # Pieces every finishing phrase holds, in either case.
 _FINISH_WORDS = ("omplete", "OMPLETE", "inish", "INISH", "one", "ONE", "ucceed", "UCCEED", "nded", "NDED", "untime", "xit",
-                 "XIT", "ynced", "Trainer.fit")
+                 "XIT", "ynced", "Trainer.fit", "uccessfully", "nd of training", "over", "tep")
 
 
 def is_finish_line(body: str) -> bool:

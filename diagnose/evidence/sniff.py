@@ -101,10 +101,30 @@ _NVIDIA_SMI_HEADER = re.compile(r"NVIDIA-SMI\s+\S+\s+Driver Version:\s*\S+\s+CUD
 
 
 def looks_like_nvidia_smi(text: str) -> bool:
+    """nvidia-smi's output, and nothing else: a job log that prints the GPU table first and then
+    trains is a log (its lines must be scanned)."""
     head = text[:4000]
-    return bool(_NVIDIA_SMI_HEADER.search(head)) or "==============NVSMI LOG==============" in head or "<nvidia_smi_log>" in head or (
-        head.startswith("index,") and "memory.used" in head.split("\n", 1)[0]
-    )
+    table = bool(_NVIDIA_SMI_HEADER.search(head))
+    if not (table or "==============NVSMI LOG==============" in head or "<nvidia_smi_log>" in head or (
+            head.startswith("index,") and "memory.used" in head.split("\n", 1)[0])):
+        return False
+    return not (table and _goes_on_after_the_table(text))
+
+
+_TABLE_LINE = re.compile(r"^\s*(?:[|+]|$)")  # the table's rows and rules, or a blank line
+
+
+def _goes_on_after_the_table(text: str) -> bool:
+    """Lines of something else after nvidia-smi's table (its rows start with '|' or '+'), or
+    before it beyond a line or two (a job script's own echo, a date)."""
+    lines = text.splitlines()
+    rows = [n for n, line in enumerate(lines) if line.lstrip().startswith(("|", "+"))]
+    if not rows:
+        return False
+    after = [line for line in lines[rows[-1] + 1 :] if not _TABLE_LINE.match(line)]
+    before = [line for line in lines[: rows[0]] if line.strip() and not _NVIDIA_SMI_HEADER.search(line)]
+    # nvidia-smi's own first line is a date ("Mon Dec  7 04:38:10 2026"): one line before is its own.
+    return len(after) >= 2 or len(before) >= 2
 
 
 def looks_like_elastic_error(text: str) -> bool:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, NamedTuple, TypeVar, cast
+from typing import IO, Any, NamedTuple, TypeVar, cast
 
 from diagnose.errors import InputError
 
@@ -163,7 +163,9 @@ def open_stream(path: Path) -> IO[bytes]:
             import lzma
 
             return lzma.open(path, "rb")
-        return open(path, "rb", buffering=0)
+        raw = open(path, "rb", buffering=0)  # noqa: SIM115 - returned open
+        encoding = _utf16_bom(os.pread(raw.fileno(), 2, 0))
+        return raw if encoding is None else cast(IO[bytes], _Utf8FromUtf16(raw, encoding))
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except OSError as exc:
@@ -185,6 +187,57 @@ def _read_error(path: Path, exc: Exception) -> InputError:
 
 def is_compressed(path: Path) -> bool:
     return path.name.lower().endswith(COMPRESSED_SUFFIXES)
+
+
+def is_streamed(path: Path) -> bool:
+    """Read only as a stream from its start: compressed, or UTF-16 text (PowerShell's `>` writes
+    it) decoded to UTF-8 as it is read. Its byte offsets are not the text's."""
+    if is_compressed(path):
+        return True
+    try:
+        with open(path, "rb") as handle:
+            return _utf16_bom(handle.read(2)) is not None
+    except OSError:
+        return False
+
+
+def _utf16_bom(start: bytes) -> str | None:
+    return {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}.get(start[:2])
+
+
+class _Utf8FromUtf16(io.RawIOBase):
+    """A UTF-16 file (after its byte order mark) read as UTF-8: every later step sees the text as
+    it sees any log. Invalid code units become U+FFFD, as invalid UTF-8 does elsewhere."""
+
+    _READ = 1 << 20
+
+    def __init__(self, raw: IO[bytes], encoding: str) -> None:
+        import codecs
+
+        super().__init__()
+        self._raw = raw
+        self._raw.read(2)  # the byte order mark
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        self._pending = b""
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        with memoryview(buffer) as view:
+            while not self._pending and not self._eof:
+                chunk = self._raw.read(self._READ)
+                self._eof = not chunk
+                self._pending = self._decoder.decode(chunk, final=self._eof).encode("utf-8")
+            size = min(len(view), len(self._pending))
+            view[:size] = self._pending[:size]
+            self._pending = self._pending[size:]
+            return size
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
 def read_head(path: Path, limit: int = HEAD_BYTES) -> bytes:
@@ -234,7 +287,7 @@ def known_newlines(path: Path, size: int) -> int | None:
 def read_tail(path: Path, limit: int) -> tuple[bytes, int]:
     """The last `limit` bytes of the (decompressed) file, starting at a line boundary, and the
     1-based number of the first line returned."""
-    if is_compressed(path):
+    if is_streamed(path):
         # The crash finder and the run-log analyzer both ask for the same tail: a compressed
         # one costs a whole decompression (10 GB for a gz bomb), so it is kept a while.
         try:
@@ -394,7 +447,7 @@ def iter_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES, ring: int = 2,
     Lines are cut at MAX_LINE as they are read (counted in `cuts`): memory and every later
     step stay bounded whatever the file (a .gz expanding to one 10 GB line).
     """
-    known = file_size(path) if not is_compressed(path) else 0
+    known = file_size(path) if not is_streamed(path) else 0
     # A small file gets a buffer its size: allocating (and zeroing) 16 MiB would dominate.
     first_size = min(chunk_bytes, known + 1) if known else chunk_bytes
     with open_stream(path) as stream:

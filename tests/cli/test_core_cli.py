@@ -78,14 +78,15 @@ def test_fail_on_levels(tmp_path: Path) -> None:
 
 
 def test_a_log_that_just_stops_is_said_not_failed(tmp_path: Path) -> None:
-    """Only INFO lines and no end: never silent (a warning names where it stopped), but no error."""
+    """Only INFO lines and no end: not silent (the header says it ended without an error), but no
+    cause: scanned alone, nothing suggests a kill (issue 31: most finished runs end so)."""
     log = tmp_path / "train.log"
     lines = WANDB_LOG.read_text().splitlines()[:5]  # the real log up to the crash: only INFO lines
     log.write_text("\n".join(lines) + "\n")
     result = run_cli(["scan", str(log)])
     assert result.returncode == 0, result.stdout
-    assert "No cause found" not in result.stdout
-    assert "run.stopped-without-error" in result.stdout and lines[-1].strip() in result.stdout
+    assert "ends without an error" in " ".join(result.stdout.split())
+    assert "run.stopped-without-error" not in result.stdout
 
 
 def test_log_text_is_not_rich_markup(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import shutil
 import textwrap
 from pathlib import Path
@@ -201,7 +203,11 @@ def test_engine_made_causes_carry_their_table_entry(tmp_path: Path) -> None:
     crashed = evidence_from_paths([str(DATA / "ci" / "shape-mismatch" / "train.log")])
     stopped_log = tmp_path / "train.log"  # the real wandb log up to its crash: INFO lines only, then nothing
     stopped_log.write_text("\n".join((DATA / "logs" / "wandb-settings-rejected.log").read_text().splitlines()[:5]) + "\n")
-    stopped = evidence_from_paths([str(stopped_log)])
+    loose = evidence_from_paths([str(stopped_log)])
+    # A run diagnosed where it ran (its processes looked for): a log that just stops is a warning.
+    # The same log scanned alone ended without an error as far as anything can tell: no cause.
+    stopped = dataclasses.replace(loose, run=dataclasses.replace(loose.run, mode="live"))
+    assert rank_all([], loose).causes == []
     made = {c.id: c for evidence in (crashed, stopped) for c in rank_all([], evidence).causes}
     assert {"unrecognised.crash", "run.stopped-without-error"} <= set(made)
     for cause_id, cause in made.items():
