@@ -1,7 +1,8 @@
 """Benchmark logs made of real training output only (issue 23).
 
 The files of bench/data/real/ are logs that people committed to public repositories
-(bench/data/real/SOURCES.md gives each one's repository, path and commit). Nothing here writes a
+(bench/data/real/SOURCES.md gives each one's repository, path and commit), with one real run of
+our own (bench/data/ddp-gradnorm-cpu.log: torchrun's `[rankN]:step S loss L grad_norm G` lines). Nothing here writes a
 line of its own; every log below is those files' lines, in their order, repeated to a size:
 
 - `real`: the runs that did not end in a crash, each file whole, one after another, round and
@@ -24,7 +25,7 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent / "data"
 REAL = DATA / "real"
 CRASH = Path(__file__).resolve().parent.parent / "fixtures" / "cuda-oom-h200" / "logs" / "train.log"
-VERSION = 1  # bump when the assembled content changes, so cached logs are made again
+VERSION = 2  # bump when the assembled content changes, so cached logs are made again
 KINDS = ("real", "metrics", "plain")
 
 # Files whose run ended in its own crash or kill: left out, so the one crash is the one at the end.
@@ -37,7 +38,8 @@ METRIC = re.compile(
 
 
 def sources() -> list[Path]:
-    return sorted(p for p in REAL.glob("*.log") if p.name not in _ENDS_IN_A_CRASH)
+    # With one capture of our own (bench/data/README.md): torchrun's [rankN]: step lines with a grad norm.
+    return [*sorted(p for p in REAL.glob("*.log") if p.name not in _ENDS_IN_A_CRASH), DATA / "ddp-gradnorm-cpu.log"]
 
 
 def _lines(kind: str) -> list[bytes]:
