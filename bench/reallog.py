@@ -42,11 +42,11 @@ def sources() -> list[Path]:
     return [*sorted(p for p in REAL.glob("*.log") if p.name not in _ENDS_IN_A_CRASH), DATA / "ddp-gradnorm-cpu.log"]
 
 
-def _lines(kind: str) -> list[bytes]:
+def _lines(kind: str, limit: int | None = None) -> list[bytes]:
     """`real`: every source file whole. `metrics`, `plain`: the chosen lines of the source files
     taken in turn, a line of each file after the other (a short file's lines start again), so
     every framework's shape weighs the same whatever the size of its file. Each line keeps its
-    own ending ('\\n', or '\\r' for a progress bar's update)."""
+    own ending ('\\n', or '\\r' for a progress bar's update). `limit`: about that many lines at most."""
     per_file: list[list[bytes]] = []
     for path in sources():
         data = path.read_bytes()
@@ -62,6 +62,8 @@ def _lines(kind: str) -> list[bytes]:
     if kind == "real":
         return [data for (data,) in per_file]
     longest = max(len(lines) for lines in per_file)
+    if limit is not None:  # the first `limit` lines of the round, every file's shapes among them
+        longest = min(longest, -(-limit // len(per_file)))
     return [lines[n % len(lines)] for n in range(longest) for lines in per_file]
 
 

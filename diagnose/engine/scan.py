@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from heapq import merge
 from typing import Any, TypeAlias
 
+import regex
+
 from diagnose.engine.bytecount import count_newlines, newlines_and_escape
 from diagnose.engine.finders import CONFIRM_BUDGET as CONFIRM_BUDGET  # the scanner's callers read it here
 from diagnose.engine.finders import (
@@ -294,7 +296,7 @@ class Scanner:
             if escapes:
                 # Escape sequences hold no '\r' or '\n', so lines and their numbers stay put.
                 with memoryview(raw) as view, view[:raw_size] as piece:
-                    buf = ANSI_BYTES.sub(b"", piece)
+                    buf = _ANSI.sub(b"", piece, concurrent=True)  # the GIL released: other parts go on
                 size = len(buf)
             if self._finder is not None:
                 runs = self._finder.find(buf, size, stops.stopped)
@@ -334,7 +336,6 @@ class Scanner:
         text = ""
         prefix: LinePrefix | None = None  # read when first needed: most lines never need it
         rank: int | None = None
-        counted_to = newlines = 0
         for packed in merge(*runs) if len(runs) > 1 else runs[0]:
             pos = packed >> SHIFT
             index = packed & MASK
@@ -347,7 +348,7 @@ class Scanner:
             left = budget[index]
             if left <= 0.0:  # stopped for this file
                 if index not in part.skipped:
-                    part.skipped[index] = base + newlines + count(buf, counted_to, line_start)
+                    part.skipped[index] = base + count(buf, 0, line_start)
                 continue
             if not text:
                 text = str(buf[line_start : min(line_end, line_start + MAX_LINE)], "utf-8", "replace")
@@ -377,7 +378,7 @@ class Scanner:
                 watch = suspect[index] = True
             if took > slow:
                 if watch:
-                    stops.charge(index, took, task.part, base + newlines + count(buf, counted_to, line_start))
+                    stops.charge(index, took, task.part, base + count(buf, 0, line_start))
                 else:
                     suspect[index] = True  # not charged: it may have waited for the GIL or a core
             if match is None:
@@ -385,9 +386,9 @@ class Scanner:
             if prefix is None:
                 prefix = prefix_of(text)
             rank = prefix.global_rank if is_log else None
-            # Newlines before the line: candidates come in order, so counting goes forward only.
-            newlines += count(buf, counted_to, line_start)
-            counted_to = line_start
+            # Numbered once the piece is done (_number): only the hits kept need a number, and
+            # a pattern that fires on many lines would otherwise count its piece again hit by hit.
+            unnumbered = -1 - line_start
             by_rank = hits.get(index)
             if by_rank is None:
                 by_rank = hits[index] = {}
@@ -396,7 +397,7 @@ class Scanner:
                 summary = by_rank[rank] = _PartHits()
             summary.count += 1
             if len(summary.first) >= KEEP:
-                summary.pending.append((base + newlines, text, match, shift))
+                summary.pending.append((unnumbered, text, match, shift))
                 continue
             moment = self._time(text, source, dates)
             window_at = -1
@@ -405,7 +406,8 @@ class Scanner:
                     moment = source.on_clock(_time_in(_window(buf, line_start, context), dates))
                 else:  # the look-back reaches into the part before: the merge finishes it
                     window_at = done + line_start
-            summary.first.append(_First(base + newlines, text, moment, rank, match, shift, window_at))
+            summary.first.append(_First(unnumbered, text, moment, rank, match, shift, window_at))
+        _number(hits, buf, base)
 
     def _time(self, text: str, source: TextFile, clock: LogClock) -> float | None:
         """The line's time on the report's clock (its host's clock, less that host's offset)."""
@@ -474,6 +476,36 @@ class Scanner:
                     moment = self._time(text, result.source, clock)
                     summary.last.append(LineHit(line_no, text, moment, rank, _captures(match), _span(match, shift)))
 
+
+def _number(hits: dict[int, dict[int | None, _PartHits]], buf: Buffer, base: int) -> None:
+    """Give the hits a piece kept (each written as -1 - its line's offset in the piece) their
+    line numbers in the part: `base` newlines before the piece, then those ahead of each. A few
+    counts over long ranges, in offset order (numpy's count releases the GIL), whatever the
+    number of hits the piece had."""
+    wanted: list[int] = []
+    for by_rank in hits.values():
+        for found in by_rank.values():
+            wanted.extend(-1 - first.line for first in found.first if first.line < 0)
+            wanted.extend(-1 - entry[0] for entry in found.pending if entry[0] < 0)
+    if not wanted:
+        return
+    numbers: dict[int, int] = {}
+    at = newlines = 0
+    for offset in sorted(set(wanted)):
+        newlines += count_newlines(buf, at, offset)
+        at = offset
+        numbers[offset] = base + newlines
+    for by_rank in hits.values():
+        for found in by_rank.values():
+            for first in found.first:
+                if first.line < 0:
+                    first.line = numbers[-1 - first.line]
+            if any(entry[0] < 0 for entry in found.pending):
+                found.pending = deque(((numbers[-1 - line] if line < 0 else line, text, match, shift)
+                                       for line, text, match, shift in found.pending), maxlen=KEEP)
+
+
+_ANSI = regex.compile(ANSI_BYTES.pattern)  # evidence/lines.py's, matched by `regex`, which can release the GIL
 
 Counted: TypeAlias = tuple[bytearray, int, int, bool]  # a piece, its size, its '\n' count, whether it holds an ESC
 
