@@ -16,9 +16,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from diagnose.evidence import logview
 from diagnose.evidence.lines import is_finish_line, progress_of, strip_ansi, strip_prefix
 from diagnose.evidence.model import TextFile
-from diagnose.evidence.textio import read_tail
 
 ERROR_TAIL = 64 * 1024  # bytes of a log's end read for it
 LAST_LINES = 12  # an error line must stand among a log's last this many non-blank lines
@@ -92,7 +92,7 @@ def _cut_traceback(numbered: Sequence[tuple[int, str]]) -> ErrorLine | None:
 def log_error_line(source: TextFile) -> ErrorLine | None:
     """The error line a log ends on, from the end of its tail (None: none, or unreadable now)."""
     try:
-        data, first = read_tail(source.path, ERROR_TAIL)
+        data, first = logview.tail(source, ERROR_TAIL)
     except Exception:  # unreadable now: the scan already said what it could
         return None
     lines = strip_ansi(data).decode("utf-8", errors="replace").split("\n")

@@ -221,15 +221,10 @@ def _dedupe(items: Sequence[EvidenceItem]) -> list[EvidenceItem]:
 
 def run_rules(rules: Sequence[Rule], evidence: Evidence, engine: str = "auto", since: float | None = None,
               until: float | None = None, extra_patterns: Mapping[TextKind, Sequence[str]] | None = None) -> EngineResult:
-    from diagnose.engine.tailwork import collect_beside_scan, prefetch_tails, read_beside_scan
-
     sets = pattern_sets(rules, extra_patterns)
-    beside = read_beside_scan(evidence)  # big logs: their crash tails read in a child while the scan runs
-    try:
-        scans = scan_texts(evidence.texts, sets, engine)
-    finally:
-        collect_beside_scan(beside)
-    prefetch_tails(evidence)  # several big logs: their tails read on every core, not one after another
+    # The scan leaves each log's head, tail and line count on its view (evidence/logview.py): the
+    # readers after it read nothing again.
+    scans = scan_texts(evidence.texts, sets, engine)
     return evaluate_scanned(rules, evidence, scans, sets, since, until)
 
 

@@ -10,11 +10,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from diagnose.evidence import logview
 from diagnose.evidence.lines import dmesg_seconds, kernel_time, xid_line
+from diagnose.evidence.logview import KERNEL_TAIL_BYTES
 from diagnose.evidence.model import Evidence, TextFile, TextKind
-from diagnose.evidence.textio import read_tail
 
-TAIL_BYTES = 8 * 1024 * 1024  # a kernel log collected for a run's window is far smaller
+TAIL_BYTES = KERNEL_TAIL_BYTES  # a kernel log collected for a run's window is far smaller
 
 _KILLED = re.compile(
     r"(?P<scope>Memory cgroup out of memory|Out of memory(?: \(oom_kill_allocating_task\))?): "
@@ -58,7 +59,7 @@ def kernel_events(evidence: Evidence) -> list[KernelEvent]:
 
 
 def _lines(text: TextFile) -> Iterator[tuple[int, str]]:
-    data, first = read_tail(text.path, TAIL_BYTES)
+    data, first = logview.tail(text, TAIL_BYTES)
     for offset, raw in enumerate(data.decode("utf-8", errors="replace").splitlines()):
         yield first + offset, raw
 
@@ -109,7 +110,7 @@ def _events_of(text: TextFile) -> list[KernelEvent]:
 def kernel_log_span(text: TextFile) -> tuple[float | None, float | None, bool]:
     """When a kernel log's first and last lines were written (None where the clock is not
     known), and whether it starts at boot (the ring buffer had not wrapped)."""
-    data, _first = read_tail(text.path, TAIL_BYTES)
+    data, _first = logview.tail(text, TAIL_BYTES)
     lines = [line for line in data.decode("utf-8", errors="replace").splitlines() if line.strip()]
     if not lines:
         return None, None, False

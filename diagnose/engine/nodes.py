@@ -47,13 +47,13 @@ def _gpu_words(gpu: GpuState | None, gaps: Iterable[str]) -> str:
 
 def _last_lines(source: TextFile) -> tuple[dict[int | None, LogLine], list[Crash], dict[int | None, int | None]]:
     from diagnose.engine.tracebacks import find_crashes, on_clock
-    from diagnose.evidence.textio import read_tail
+    from diagnose.evidence import logview
 
     log = read_file(source)
     last: dict[int | None, LogLine] = {rank: line for rank, line in log.last_line.items()}
     local: dict[int | None, int | None] = {}
     try:
-        data, first = read_tail(source.path, 64 * 1024)
+        data, first = logview.tail(source, 64 * 1024)
         lines = data.decode("utf-8", errors="replace").splitlines()
     except Exception:  # a log that cannot be re-read shows no last line here
         lines, first = [], 1
@@ -70,7 +70,7 @@ def _last_lines(source: TextFile) -> tuple[dict[int | None, LogLine], list[Crash
             last[source.rank] = LogLine(source.display, no, text.rstrip(), source.rank, source.year, source.host,
                                         source.clock_offset)
     try:
-        crashes = [on_clock(c, source) for c in find_crashes(source.path, source.rank)]
+        crashes = [on_clock(c, source) for c in find_crashes(source)]
     except Exception:
         crashes = []
     return last, crashes, local

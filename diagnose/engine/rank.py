@@ -181,7 +181,7 @@ def _went_on(finding: Finding, logs: Mapping[str, TextFile]) -> bool:
         if source is None or item.line is None:
             return False  # an exit status, a kernel line, a fact: not something the run went on after
         try:
-            crash = read_crashes(source.path, source.rank).crash_at(item.line, item.rank)
+            crash = read_crashes(source).crash_at(item.line, item.rank)
         except Exception:  # a log we cannot re-read proves nothing either way
             return False
         if crash is None or not crash.survived:
@@ -215,7 +215,7 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
     crashes: list[tuple[TextFile, Crash]] = []
     for source in evidence.texts_of(TextKind.LOG):
         try:
-            found = find_crashes(source.path, source.rank)
+            found = find_crashes(source)
         except Exception as exc:  # a log we could scan but not re-read is not worth failing over
             if gaps is not None:
                 gaps.append(reread_gap(source.display, exc, "its last exception was not looked for"))

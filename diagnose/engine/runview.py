@@ -13,9 +13,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnose.evidence import logview
 from diagnose.evidence.lines import LogClock, log_clock, log_time, strip_ansi
 from diagnose.evidence.model import Evidence, TextFile, TextKind
-from diagnose.evidence.textio import read_head, read_tail
 
 LOG_TAIL = 1024 * 1024
 LOG_HEAD = 64 * 1024
@@ -157,7 +157,7 @@ def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
     first_time: float | None = None
     ended_by_exception = bool(logs)
     for text in logs:
-        printed, first, last, sigkilled, last_line = _read_log(text.path, text.mtime)
+        printed, first, last, sigkilled, last_line = _read_log(text)
         ended_by_exception = ended_by_exception and _ends_in_exception(text, last_line)
         first, last = text.on_clock(first), text.on_clock(last)
         for pid in printed | sigkilled:
@@ -193,7 +193,7 @@ def _ends_in_exception(text: TextFile, last_line: int) -> bool:
     if last_line <= 0:
         return False
     try:
-        found = read_crashes(text.path, text.rank)
+        found = read_crashes(text)
     except Exception:  # unreadable now: no claim
         return False
     final = max((c for c in found.every if not c.survived), key=lambda c: max(c.end_line, c.line_no), default=None)
@@ -204,12 +204,13 @@ def _ends_in_exception(text: TextFile, last_line: int) -> bool:
     return not _SIGNAL_DEATH.search(" ".join([final.summary, *(line for _n, line in final.lines[-20:])]))
 
 
-def _read_log(path: Any, mtime: float | None) -> tuple[set[int], float | None, float | None, set[int], int]:
+def _read_log(source: TextFile) -> tuple[set[int], float | None, float | None, set[int], int]:
     """pids the log prints, its first and its last timestamp, the pids it says were SIGKILLed,
     and the number of its last line."""
+    mtime = source.mtime
     try:
-        head = read_head(path, LOG_HEAD)
-        tail, first_line = read_tail(path, LOG_TAIL)
+        head = logview.head(source, LOG_HEAD)
+        tail, first_line = logview.tail(source, LOG_TAIL)
     except Exception:  # a log the scanner read but we cannot re-read: nothing more to learn here
         return set(), None, None, set(), 0
     text = strip_ansi(tail).decode("utf-8", errors="replace")

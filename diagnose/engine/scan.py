@@ -69,6 +69,7 @@ from diagnose.evidence.lines import (
 from diagnose.evidence.model import TextFile, TextKind
 from diagnose.evidence.textio import (
     CHUNK_BYTES,
+    HEAD_BYTES,
     LineCuts,
     file_size,
     is_streamed,
@@ -79,7 +80,6 @@ from diagnose.evidence.textio import (
     prefetch,
     read_head,
     read_last,
-    remember_newlines,
 )
 from diagnose.evidence.textio import MAX_LINE as MAX_LINE  # the line cap, applied as files are read
 
@@ -186,6 +186,11 @@ class _Part:
     head: bytes = b""  # its first _CONTEXT_BYTES bytes as scanned, while a first hit needs them
     tail: bytes = b""  # its last _CONTEXT_BYTES bytes as scanned: the look-back of the part after it
     clock: LogClock | None = None  # a streamed file's, read with its first piece
+    # The file's first part: its first HEAD_BYTES; its last part: its last `window` bytes and the
+    # newlines before them in the part. What the readers after the scan take (evidence/logview.py).
+    file_head: bytes = b""
+    file_tail: bytes = b""
+    tail_after: int = 0
 
 
 class _Stops:
@@ -229,6 +234,7 @@ class _Task:
     read: Any  # Callable[[LineCuts, list[bytearray]], Pieces]
     prefetch: bool = False
     clock: LogClock | None = None  # the file's (see _file_clock); None: read with the first piece
+    window: int = 0  # the file's last part: keep this many of its last bytes (its tail), else 0
 
 
 _local = threading.local()  # per scanning thread: its read buffers
@@ -262,13 +268,19 @@ class Scanner:
             def whole(cuts: LineCuts, _buffers: list[bytearray]) -> Pieces:
                 return iter_blocks(path, chunk_bytes, ring=3, cuts=cuts)
 
-            return [_Task(file, 0, whole, prefetch=is_streamed(path) or size > chunk_bytes, clock=clock)]
+            return [_Task(file, 0, whole, prefetch=is_streamed(path) or size > chunk_bytes, clock=clock,
+                          window=source.view.window)]
+        ranges = plan_ranges(path, size, piece)
+        while len(ranges) > 1 and ranges[-1][1] - ranges[-1][0] < source.view.window:
+            # The tail is kept by the part that reads it: the last part holds it whole.
+            ranges[-2:] = [(ranges[-2][0], ranges[-1][1])]
         tasks = []
-        for number, (start, end) in enumerate(plan_ranges(path, size, piece)):
+        for number, (start, end) in enumerate(ranges):
             def ranged(cuts: LineCuts, buffers: list[bytearray], start: int = start, end: int = end) -> Pieces:
                 return iter_range_blocks(path, start, end, buffers, chunk_bytes, cuts)
 
-            tasks.append(_Task(file, number, ranged, clock=clock))
+            tasks.append(_Task(file, number, ranged, clock=clock,
+                               window=source.view.window if number == len(ranges) - 1 else 0))
         return tasks
 
     # -- one part
@@ -289,6 +301,7 @@ class Scanner:
         part = _Part(clock=clock)
         context = b""  # the part's last _CONTEXT_BYTES bytes (as scanned) before the piece
         done = 0  # bytes of the part (as scanned) before the piece
+        read_bytes = 0  # bytes of the part (as read: escapes kept) before the piece
         for raw, raw_size, newlines, escapes in blocks:
             part.size += raw_size
             buf: Buffer = raw
@@ -309,9 +322,14 @@ class Scanner:
                         part.head += bytes(head)
                 with view[max(0, size - _CONTEXT_BYTES) : size] as tail:
                     context = bytes(tail) if size >= _CONTEXT_BYTES else (context + bytes(tail))[-_CONTEXT_BYTES:]
+            if (task.part == 0 and len(part.file_head) < HEAD_BYTES) or task.window:
+                _keep_ends(part, task, raw, raw_size)
             done += size
+            read_bytes += raw_size
         part.tail = context
         part.cut_lines = cuts.lines
+        if task.window:
+            _cut_tail(part, task, read_bytes)
         if not any(first.window_at >= 0 for by_rank in part.hits.values() for hits in by_rank.values()
                    for first in hits.first):
             part.head = b""
@@ -464,7 +482,10 @@ class Scanner:
         result.budget = stops.budget
         result.slow = stops.slow
         self._finish(result, clock)
-        remember_newlines(source.path, result.bytes, result.lines)  # the crash finder reads the tail next
+        if parts and parts[-1].file_tail is not None:
+            # What every reader after the scan takes (evidence/logview.py): nothing is read again.
+            source.view.keep(parts[-1].file_tail, firsts[-1] + parts[-1].tail_after, parts[0].file_head,
+                             result.lines, result.bytes)
         result.seconds = time.perf_counter() - started
         return result
 
@@ -475,6 +496,31 @@ class Scanner:
                     line_no, text, match, shift = summary.pending.popleft()
                     moment = self._time(text, result.source, clock)
                     summary.last.append(LineHit(line_no, text, moment, rank, _captures(match), _span(match, shift)))
+
+
+def _keep_ends(part: _Part, task: _Task, raw: bytearray, size: int) -> None:
+    """Keep the file's head (its first part's first HEAD_BYTES) and, in its last part, the last
+    `window` bytes read so far: as read (escapes kept, long lines cut), as read_head and
+    read_tail give them, so the readers after the scan see what they would have read."""
+    with memoryview(raw) as view:
+        if task.part == 0 and len(part.file_head) < HEAD_BYTES:
+            with view[: min(size, HEAD_BYTES - len(part.file_head))] as head:
+                part.file_head += bytes(head)
+        if task.window:
+            with view[max(0, size - task.window) : size] as tail:
+                part.file_tail = bytes(tail) if size >= task.window else (part.file_tail + bytes(tail))[-task.window:]
+
+
+def _cut_tail(part: _Part, task: _Task, scanned: int) -> None:
+    """The file's tail as read_tail gives it: the last `window` bytes, less the line the window
+    cuts into (the whole part when it is the whole file and fits); and the newlines before it."""
+    kept = part.file_tail
+    if not (task.part == 0 and scanned <= task.window):
+        newline = kept.find(b"\n")
+        if newline >= 0:
+            kept = kept[newline + 1 :]
+    part.file_tail = kept
+    part.tail_after = part.newlines - kept.count(b"\n")
 
 
 def _number(hits: dict[int, dict[int | None, _PartHits]], buf: Buffer, base: int) -> None:

@@ -17,9 +17,9 @@ from diagnose.engine.findings import Cause
 from diagnose.engine.kernel_events import KernelEvent
 from diagnose.engine.runview import RunView, own_logs
 from diagnose.engine.tracebacks import find_crashes
+from diagnose.evidence import logview
 from diagnose.evidence.lines import is_finish_line, strip_ansi, strip_prefix
 from diagnose.evidence.model import Evidence, EvidenceItem, ExitRecord, TextKind
-from diagnose.evidence.textio import read_tail
 
 NEVER_STARTED = "never-started"
 RUNNING = "running"
@@ -112,7 +112,7 @@ def _last_lines(evidence: Evidence) -> tuple[EvidenceItem, ...]:
     items: list[EvidenceItem] = []
     for text in own_logs(evidence):
         try:
-            data, first = read_tail(text.path, 64 * 1024)
+            data, first = logview.tail(text, 64 * 1024)
         except Exception:  # a log we cannot re-read shows no last lines; the scan already had it
             continue
         lines = strip_ansi(data).decode("utf-8", errors="replace").splitlines()
@@ -128,7 +128,7 @@ def _ends_in_error(evidence: Evidence) -> bool:
     the two never disagree about one crash."""
     for text in own_logs(evidence):
         try:
-            crashes = find_crashes(text.path, text.rank)
+            crashes = find_crashes(text)
         except Exception:  # unreadable now: the rules saw what the scan read
             continue
         if any(not c.survived for c in crashes):

@@ -15,7 +15,6 @@ import bisect
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from diagnose.engine.analyzers.collectives import analyse
 from diagnose.engine.analyzers.runlog import LogLine, line_rank, own_output, run_log
@@ -23,9 +22,9 @@ from diagnose.engine.attribution import ELSEWHERE, OWN, attribute
 from diagnose.engine.findings import Cause, Lane, Mark, Timeline
 from diagnose.engine.kernel_events import KernelEvent
 from diagnose.engine.runview import RunView, own_logs
+from diagnose.evidence import logview
 from diagnose.evidence.lines import log_time, strip_ansi, strip_prefix
 from diagnose.evidence.model import Evidence, EvidenceItem, TextFile
-from diagnose.evidence.textio import read_head, read_tail
 from diagnose.vocab import Role, Severity
 
 HEAD_BYTES = 64 * 1024
@@ -98,11 +97,10 @@ def _lane_key(rank: int | None, host: str | None, hosts: int, has_ranks: bool) -
 
 def _read(source: TextFile, tail_bytes: int) -> list[tuple[int, str]]:
     """(line number, text) of the head and the tail of a log, without ANSI escapes."""
-    path = Path(source.path)
-    tail, first = read_tail(path, tail_bytes)
+    tail, first = logview.tail(source, tail_bytes)
     lines = [(first + n, t) for n, t in enumerate(strip_ansi(tail).decode("utf-8", "replace").split("\n"))]
     if first > 1:
-        head = strip_ansi(read_head(path, HEAD_BYTES)).decode("utf-8", "replace").split("\n")[:-1]
+        head = strip_ansi(logview.head(source, HEAD_BYTES)).decode("utf-8", "replace").split("\n")[:-1]
         lines = [(n + 1, t) for n, t in enumerate(head) if n + 1 < first] + lines
     return [(n, t) for n, t in lines if t.strip()]
 

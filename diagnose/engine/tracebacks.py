@@ -27,7 +27,9 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
+from diagnose.evidence import logview
 from diagnose.evidence.lines import (
     LogClock,
     is_finish_line,
@@ -37,10 +39,9 @@ from diagnose.evidence.lines import (
     split_prefix,
     strip_ansi,
 )
-from diagnose.evidence.model import TextFile
-from diagnose.evidence.textio import read_tail
+from diagnose.evidence.logview import TAIL_BYTES as TAIL_BYTES
+from diagnose.evidence.model import TextFile, TextKind
 
-TAIL_BYTES = 4 * 1024 * 1024
 CONTINUATION_GAP = 3  # a message line this close (in lines) to the crash's last one goes on with it
 MAX_CONTINUATION = 60  # lines a crash may go on for (a faulthandler dump of many threads)
 EVIDENCE_CONTINUATION = 10  # of which this many are kept as evidence
@@ -226,10 +227,6 @@ def _moved_after(marks: list[tuple[int, tuple[str, str]]], line_no: int) -> bool
     return any(kind == "done" or before.get(kind) != counter for _no, (kind, counter) in marks[at:at + 200])
 
 
-_CACHE: dict[tuple[str, int | None, int, int, int], LogCrashes] = {}
-_CACHE_SIZE = 16
-
-
 def on_clock(crash: Crash, source: TextFile) -> Crash:
     """The crash with its time on the report's clock (its file's host may run ahead or behind)."""
     if not source.clock_offset or crash.time is None:
@@ -237,56 +234,37 @@ def on_clock(crash: Crash, source: TextFile) -> Crash:
     return dataclasses.replace(crash, time=source.on_clock(crash.time))
 
 
-def read_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAIL_BYTES) -> LogCrashes:
-    """Crashes (and progress) in the log's tail. The analyzers, the run state and the fallback
-    all ask for the same files in one run: the answer is kept while the file's size and mtime stay."""
-    st = os.stat(path)
-    key = (str(path), file_rank, tail_bytes, st.st_size, st.st_mtime_ns)
-    cached = _CACHE.get(key)
-    if cached is not None:
-        return cached
-    data, first_line = read_tail(path, tail_bytes)
-    found = crashes_of_tail(data, first_line, file_rank, st.st_mtime)
-    _keep(key, found)
-    return found
+def read_crashes(source: TextFile | Path, file_rank: int | None = None) -> LogCrashes:
+    """Crashes (and progress) in the log's tail (its view: evidence/logview.py). The analyzers,
+    the run state and the fallback all ask for the same log in one diagnosis: the answer is kept
+    on its view. A path alone is read as a log of its own (`file_rank`: the rank it is of)."""
+    if not isinstance(source, TextFile):
+        source = TextFile(TextKind.LOG, Path(source), str(source), rank=file_rank)
+    key = ("crashes", source.rank)
+    found = source.view.derived.get(key)
+    if found is None:
+        data, first_line = logview.tail(source, TAIL_BYTES)
+        found = source.view.derived[key] = crashes_of_tail(data, first_line, source.rank, _mtime(source))
+    return cast(LogCrashes, found)
 
 
-def crashes_of_tail(data: bytes, first_line: int, file_rank: int | None, mtime: float) -> LogCrashes:
-    """What read_crashes finds in a tail read_tail (or read_tail_window) gave."""
+def _mtime(source: TextFile) -> float | None:
+    if source.mtime is not None:
+        return source.mtime
+    try:
+        return os.stat(source.path).st_mtime
+    except OSError:
+        return None
+
+
+def crashes_of_tail(data: bytes, first_line: int, file_rank: int | None, mtime: float | None) -> LogCrashes:
+    """What read_crashes finds in a log's tail (`first_line`: the number of its first line)."""
     text = strip_ansi(data).decode("utf-8", errors="replace")
     return read_text(text, first_line, file_rank, log_clock("", text[-64 * 1024:], mtime))
 
 
-def shifted(found: LogCrashes, lines: int) -> LogCrashes:
-    """The same crashes and progress with every log line number `lines` further on (a tail
-    read before the lines ahead of it were counted; engine/tailwork)."""
-    if not lines:
-        return found
-    moved = {id(crash): dataclasses.replace(crash, line_no=crash.line_no + lines, end_line=crash.end_line + lines,
-                                            lines=[(no + lines, text) for no, text in crash.lines],
-                                            frames=list(crash.frames))
-             for crash in found.every}  # `crashes` are the last ones of `every`, the same objects
-    progress = {key: [(no + lines, mark) for no, mark in marks] for key, marks in found.progress.items()}
-    return LogCrashes([moved[id(c)] for c in found.crashes], progress, [moved[id(c)] for c in found.every])
-
-
-def _keep(key: tuple[str, int | None, int, int, int], found: LogCrashes) -> None:
-    if len(_CACHE) >= _CACHE_SIZE:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = found
-
-
-def keep_crashes(path: Path, file_rank: int | None, found: LogCrashes, tail_bytes: int = TAIL_BYTES) -> None:
-    """Keep what read_crashes found for this file as it is now (read elsewhere: engine/tailwork)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return
-    _keep((str(path), file_rank, tail_bytes, st.st_size, st.st_mtime_ns), found)
-
-
-def find_crashes(path: Path, file_rank: int | None = None, tail_bytes: int = TAIL_BYTES) -> list[Crash]:
-    return list(read_crashes(path, file_rank, tail_bytes).crashes)
+def find_crashes(source: TextFile | Path, file_rank: int | None = None) -> list[Crash]:
+    return list(read_crashes(source, file_rank).crashes)
 
 
 def crashes_in_text(text: str, first_line: int = 1, file_rank: int | None = None) -> list[Crash]:

@@ -13,6 +13,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from diagnose.evidence.logview import KERNEL_TAIL_BYTES, LogView
+
 
 class TextKind(str, Enum):
     """Kinds of line-oriented text that rules search with regexes."""
@@ -83,6 +85,12 @@ class TextFile:
     member: str | None = None
     # pdsh output (DeepSpeed's multi-node runner): every line names its host ("worker-1: ...")
     host_prefixed: bool = False
+    # What the scan read of it, for every reader after (evidence/logview.py): one per object.
+    view: LogView = field(default_factory=LogView, init=False, compare=False, hash=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.kind is TextKind.DMESG:
+            self.view.window = KERNEL_TAIL_BYTES
 
 
 def normalise_package(name: str) -> str:
@@ -240,6 +248,9 @@ class Evidence:
     metrics: tuple[MetricSeries, ...] | None = None
     # The nodes of a multi-host collection or of several bundles merged; () for one host.
     hosts: tuple[HostInfo, ...] = ()
+    # What readers derived from all the logs at once (the run log across ranks), kept for this
+    # object's diagnosis: a copy (dataclasses.replace) starts anew.
+    derived: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def texts_of(self, kind: TextKind) -> tuple[TextFile, ...]:
         return tuple(t for t in self.texts if t.kind is kind)

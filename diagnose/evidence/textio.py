@@ -259,59 +259,20 @@ def read_text(path: Path, limit: int = 32 * 1024 * 1024) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-_NEWLINES: dict[tuple[str, int, int], int] = {}  # (path, size, mtime_ns) -> '\n' count of a whole file
-
-
-def remember_newlines(path: Path, size: int, newlines: int) -> None:
-    """Record the newline count of a plain file just read whole (`size` bytes), so read_tail
-    need not read its head again to number its lines."""
-    if is_compressed(path):
-        return
-    try:
-        stat = path.stat()
-    except OSError:
-        return
-    if stat.st_size == size:
-        _NEWLINES[(str(path), size, stat.st_mtime_ns)] = newlines
-
-
-def known_newlines(path: Path, size: int) -> int | None:
-    """The newline count remember_newlines kept for this file as it is now (None: not known)."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return _NEWLINES.get((str(path), size, stat.st_mtime_ns)) if stat.st_size == size else None
-
-
 def read_tail(path: Path, limit: int) -> tuple[bytes, int]:
     """The last `limit` bytes of the (decompressed) file, starting at a line boundary, and the
     1-based number of the first line returned."""
     if is_streamed(path):
-        # The crash finder and the run-log analyzer both ask for the same tail: a compressed
-        # one costs a whole decompression (10 GB for a gz bomb), so it is kept a while.
-        try:
-            stat = path.stat()
-        except OSError as exc:
-            raise _read_error(path, exc) from None
-        key = (str(path), limit, stat.st_size, stat.st_mtime_ns)
-        kept = _TAILS.get(key)
-        if kept is None:
-            kept = _compressed_tail(path, limit)
-            if len(_TAILS) >= 4:
-                _TAILS.pop(next(iter(_TAILS)))
-            _TAILS[key] = kept
-        return kept
+        # A whole decompression (10 GB for a gz bomb): a scanned log's readers take the tail the
+        # scan kept (evidence/logview.py) instead.
+        return _compressed_tail(path, limit)
     try:
         with open(path, "rb") as handle:
             window = _tail_window(handle, os.fstat(handle.fileno()), limit)
             if window.newlines is None:
                 return window.data, window.first_line
-            total = _NEWLINES.get((str(path), window.size, window.mtime_ns))
-            if total is not None and window.complete:  # the scan counted them already
-                return window.data, window.first_line + total - window.newlines
             # Counting newlines before the window costs one pass over the head; it keeps line
-            # numbers true to the file.
+            # numbers true to the file (a scanned log's readers take the scan's count instead).
             handle.seek(0)
             before = 0
             remaining = window.size - limit
@@ -378,9 +339,6 @@ def read_last(path: Path, limit: int) -> bytes:
 def _capped(data: bytes, line_no: int) -> tuple[bytes, int]:
     # The tail is read straight from the file, past iter_blocks: the line cap is applied here.
     return cap_lines(data)[0], line_no
-
-
-_TAILS: dict[tuple[str, int, int, int], tuple[bytes, int]] = {}
 
 
 def _compressed_tail(path: Path, limit: int) -> tuple[bytes, int]:

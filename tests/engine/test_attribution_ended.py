@@ -29,7 +29,7 @@ def _log(tmp_path: Path, name: str, program: str) -> TextFile:
 
 
 def _ends(text: TextFile) -> bool:
-    return _ends_in_exception(text, _read_log(text.path, None)[4])
+    return _ends_in_exception(text, _read_log(text)[4])
 
 
 def test_which_logs_end_in_their_programs_own_exception(tmp_path: Path) -> None:

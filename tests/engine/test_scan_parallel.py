@@ -21,7 +21,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -273,36 +272,7 @@ def test_tail_workers_are_used_only_where_they_pay(run_logs: list[Path], monkeyp
     assert tailwork.worth_it(texts) == []
     monkeypatch.setenv("DIAGNOSE_TAIL_PROCESSES", "2")
     chosen = tailwork.worth_it(texts)
-    assert chosen and all(not str(t.path).endswith(".gz") for t in chosen)  # a gz tail stays with textio's cache
+    assert chosen and all(not str(t.path).endswith(".gz") for t in chosen)  # a gz tail would cost a decompression
     assert tailwork.worth_it(texts[:1]) == []  # one log: nothing to spread
 
 
-def test_crash_tails_go_to_processes_only_when_reading_them_here_is_slower(
-        run_logs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The crash finder skims a healthy tail in a few tens of ms, a pool costs ~0.5 s to start:
-    the tails are read here first, and the rest go to processes only if one by one is slower."""
-    from types import SimpleNamespace
-
-    from diagnose.engine import tailwork, tracebacks
-
-    logs = [p for p in run_logs if p.suffix == ".log"][:4]
-    texts = _sources(logs)
-    evidence: Any = SimpleNamespace(texts_of=lambda kind: texts)
-    monkeypatch.delenv("DIAGNOSE_TAIL_PROCESSES", raising=False)
-    monkeypatch.setattr(tailwork, "workers", lambda: (4, False))
-    monkeypatch.setattr(tailwork, "MIN_TAIL_WORK", 0)
-    want = {}
-    for path in logs:
-        tracebacks._CACHE.clear()
-        want[path] = repr(tracebacks.read_crashes(path).every)
-
-    tracebacks._CACHE.clear()
-    monkeypatch.setattr(tailwork, "POOL_COST", 3600.0)  # a pool never pays: read here as asked
-    assert tailwork.prefetch_tails(evidence) == 0
-    assert len(tracebacks._CACHE) == 1  # the first, read to measure; the rest when asked for
-
-    tracebacks._CACHE.clear()
-    monkeypatch.setattr(tailwork, "POOL_COST", 0.0)  # a pool always pays: the rest in processes
-    assert tailwork.prefetch_tails(evidence) == len(logs) - 1
-    assert len(tracebacks._CACHE) == len(logs)
-    assert {path: repr(tracebacks.read_crashes(path).every) for path in logs} == want

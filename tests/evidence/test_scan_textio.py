@@ -83,30 +83,21 @@ def test_read_tail_of_a_compressed_file_keeps_line_numbers(tmp_path: Path) -> No
     assert DDP.read_bytes().split(b"\n")[first - 1] == tail.split(b"\n")[0]
 
 
-def test_read_tail_numbers_lines_from_a_scan_count_without_rereading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from diagnose.evidence import textio
-    from tests.support.scan import run_scan
+def test_a_scanned_logs_tail_is_not_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from diagnose.engine.scan import PatternSet, Scanner
+    from diagnose.evidence import logview
+    from diagnose.evidence.model import TextFile, TextKind
 
     log = tmp_path / "train.log"
     log.write_bytes(DDP.read_bytes() * 3)
     expected = read_tail(log, 5000)
-    run_scan(log, [r"NCCL version"], "pure")  # counts the file's lines, once
-    assert textio._NEWLINES
-    reads: list[int] = []
+    source = TextFile(TextKind.LOG, log, "train.log")
+    Scanner(TextKind.LOG, PatternSet([r"NCCL version"]), "pure").scan(source)  # reads the file, once
+    opened: list[object] = []
     real_open = open
-
-    def spy(*args: object, **kwargs: object) -> object:
-        handle = real_open(*args, **kwargs)  # type: ignore[call-overload]
-        original = handle.read
-        handle.read = lambda n=-1: reads.append(n) or original(n)
-        return handle
-
-    monkeypatch.setattr("builtins.open", spy)
-    assert read_tail(log, 5000) == expected
-    assert reads == [5000]  # only the tail
-    log.write_bytes(DDP.read_bytes())  # changed: the remembered count no longer applies
-    monkeypatch.undo()
-    assert read_tail(log, 5000) == read_tail(DDP, 5000)
+    monkeypatch.setattr("builtins.open", lambda *a, **k: opened.append(a) or real_open(*a, **k))
+    assert logview.tail(source, 5000) == expected
+    assert opened == [] and source.view.reads == 0
 
 
 def test_read_last_is_the_files_end_with_its_lines_cut(tmp_path: Path) -> None:

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from diagnose.engine.analyzers.base import AnalyzerInput, AnalyzerOutput, register
 from diagnose.engine.analyzers.runlog import LogLine, run_log
 from diagnose.engine.findings import reread_gap
+from diagnose.evidence import logview
 from diagnose.evidence.lines import XID_LINE as XID_LINE  # re-exported: callers of this module match it
 from diagnose.evidence.lines import kernel_time, xid_line
 from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextKind
-from diagnose.evidence.textio import read_tail
 
 # Xid -> (driver mnemonic, NVIDIA's description, who causes it, what to do). From NVIDIA's Xid catalog
 # (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, as mirrored by leptonai/gpud
@@ -141,7 +140,7 @@ def xid_events(evidence: Evidence, tail_bytes: int = 4 * 1024 * 1024, gaps: list
     events: list[XidEvent] = []
     for source in evidence.texts_of(TextKind.DMESG):
         try:
-            data, first = read_tail(Path(source.path), tail_bytes)
+            data, first = logview.tail(source, tail_bytes)
         except Exception as exc:  # an unreadable kernel log adds nothing here
             if gaps is not None:
                 gaps.append(reread_gap(source.display, exc, "its Xid lines were not read for the CUDA analysis"))

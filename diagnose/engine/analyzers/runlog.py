@@ -10,17 +10,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import cast
 
 from diagnose.engine.findings import reread_gap
 from diagnose.engine.tracebacks import Crash, find_crashes, on_clock
+from diagnose.evidence import logview
 from diagnose.evidence.lines import LinePrefix, log_time, rank_of, split_prefix, strip_ansi, strip_prefix
+from diagnose.evidence.logview import TAIL_BYTES
 from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextFile, TextKind
 from diagnose.evidence.parsers.elastic import ROOT_HEADER, ElasticSummary, parse_failure_summary
-from diagnose.evidence.textio import read_tail
-
-TAIL_BYTES = 4 * 1024 * 1024
-_CACHE_SIZE = 4
 
 # Torch C++ log lines and NCCL's own lines are the library talking, not the training script.
 _LIBRARY_LINE = re.compile(
@@ -124,8 +122,7 @@ class RunLog:
             found: list[tuple[str, Crash]] = []
             for source in self.crash_sources:
                 try:
-                    found.extend((source.display, on_clock(crash, source))
-                                 for crash in find_crashes(Path(source.path), source.rank, TAIL_BYTES))
+                    found.extend((source.display, on_clock(crash, source)) for crash in find_crashes(source))
                 except Exception as exc:  # a log that cannot be re-read has no crashes to offer
                     self.gaps.append(reread_gap(source.display, exc, "its last exception was not looked for"))
             self._crashes = found
@@ -213,37 +210,19 @@ def _summary_starts(lines: list[tuple[int, str]]) -> Iterable[int]:
 _COLLECTIVE_HINTS = ("WorkNCCL", "ast enqueued", "Timed out waiting")
 
 
-_files: dict[tuple[object, ...], RunLog] = {}  # read_file's answers kept (engine/tailwork reads them ahead)
-_FILES_KEPT = 32
+def read_file(source: TextFile) -> RunLog:
+    """What one log's tail says across ranks (kept on its view: read once per diagnosis)."""
+    key = ("runlog", source.display, source.rank, source.host, source.clock_offset, source.year)
+    kept = source.view.derived.get(key)
+    if kept is None:
+        kept = source.view.derived[key] = _read_file(source)
+    kept.crash_sources = [source]  # this very file (a worker's answer names its own copy)
+    return cast(RunLog, kept)
 
 
-def _file_key(source: TextFile, tail_bytes: int) -> tuple[object, ...] | None:
-    try:
-        stat = Path(source.path).stat()
-    except OSError:
-        return None
-    return (str(source.path), source.display, source.rank, source.host, source.clock_offset, source.year, tail_bytes,
-            stat.st_size, stat.st_mtime_ns)
-
-
-def keep_file(source: TextFile, log: RunLog, tail_bytes: int = TAIL_BYTES) -> None:
-    """Keep what read_file found in this file as it is now (read elsewhere: engine/tailwork)."""
-    key = _file_key(source, tail_bytes)
-    if key is None:
-        return
-    if len(_files) >= _FILES_KEPT:
-        _files.pop(next(iter(_files)))
-    _files[key] = log
-
-
-def read_file(source: TextFile, tail_bytes: int = TAIL_BYTES) -> RunLog:
-    key = _file_key(source, tail_bytes)
-    kept = _files.pop(key, None) if key is not None else None
-    if kept is not None:
-        kept.crash_sources = [source]  # this very file, not the worker's copy of it
-        return kept
+def _read_file(source: TextFile) -> RunLog:
     log = RunLog()
-    data, first_line = read_tail(source.path, tail_bytes)
+    data, first_line = logview.tail(source, TAIL_BYTES)
     text = strip_ansi(data).decode("utf-8", errors="replace")
     if source.rank is not None:
         log.ranks.add(source.rank)
@@ -294,44 +273,35 @@ def read_file(source: TextFile, tail_bytes: int = TAIL_BYTES) -> RunLog:
 
 
 def _read_ahead(sources: Sequence[TextFile]) -> None:
-    """Several big logs: their tails read at once in worker processes (engine/tailwork), into
-    read_file's cache; reading every line of a 4 MiB tail is ~0.5-1 s a log."""
+    """Several big logs: their tails read at once in worker processes (engine/tailwork, a map
+    that returns each log's RunLog), kept on each log's view; reading every line of a 4 MiB tail
+    is ~0.5-1 s a log."""
     from diagnose.engine import tailwork
 
-    logs = [source for source in tailwork.worth_it(sources) if _file_key(source, TAIL_BYTES) not in _files]
+    logs = [source for source in tailwork.worth_it(sources) if not any(
+        isinstance(key, tuple) and key[:1] == ("runlog",) for key in source.view.derived)]
     if len(logs) < tailwork.MIN_LOGS:
         return
     answers = tailwork.in_processes(read_file, logs)
     for source, log in zip(logs, answers or (), strict=False):
-        keep_file(source, log)
+        key = ("runlog", source.display, source.rank, source.host, source.clock_offset, source.year)
+        source.view.derived.setdefault(key, log)
 
 
-_cache: dict[tuple[object, ...], RunLog] = {}
-
-
-def _key(evidence: Evidence) -> tuple[object, ...]:
-    parts: list[object] = []
-    for source in evidence.texts_of(TextKind.LOG):
-        try:
-            stat = Path(source.path).stat()
-            parts.append((str(source.path), source.display, source.rank, stat.st_size, stat.st_mtime_ns))
-        except OSError:
-            parts.append((str(source.path), source.display, source.rank, None, None))
-    return tuple(parts)
+_RUN_LOG = "run_log"  # the key of the merged RunLog among an Evidence's derived answers
 
 
 def cached_gaps(evidence: Evidence) -> list[Gap]:
     """The gaps of the RunLog already read for this evidence (none if no analyzer read it)."""
-    found = _cache.get(_key(evidence))
+    found = evidence.derived.get(_RUN_LOG)
     return list(dict.fromkeys(found.gaps)) if found is not None else []
 
 
 def run_log(evidence: Evidence) -> RunLog:
-    """What every log of the run says, read once per set of files."""
-    key = _key(evidence)
-    cached = _cache.get(key)
+    """What every log of the run says, read once per diagnosis (kept on the evidence)."""
+    cached = evidence.derived.get(_RUN_LOG)
     if cached is not None:
-        return cached
+        return cast(RunLog, cached)
     merged = RunLog(host=evidence.run.host)
     _read_ahead(evidence.texts_of(TextKind.LOG))
     for source in evidence.texts_of(TextKind.LOG):
@@ -351,7 +321,5 @@ def run_log(evidence: Evidence) -> RunLog:
     for record in evidence.exits or ():
         if record.rank is not None:
             merged.ranks.add(record.rank)
-    if len(_cache) >= _CACHE_SIZE:
-        _cache.pop(next(iter(_cache)))
-    _cache[key] = merged
+    evidence.derived[_RUN_LOG] = merged
     return merged
