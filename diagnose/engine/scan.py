@@ -57,6 +57,7 @@ from diagnose.engine.finders import (
 )
 from diagnose.engine.finders import PatternSet as PatternSet
 from diagnose.engine.finders import hyperscan_available as hyperscan_available
+from diagnose.engine.tracebacks import LogCrashes, crashes_of_tail, keep_tail_crashes, shifted
 from diagnose.evidence.lines import (
     ANSI_BYTES,
     LinePrefix,
@@ -191,6 +192,7 @@ class _Part:
     file_head: bytes = b""
     file_tail: bytes = b""
     tail_after: int = 0
+    crashes: LogCrashes | None = None  # the crash finder's reading of file_tail, numbered from 1
 
 
 class _Stops:
@@ -235,6 +237,7 @@ class _Task:
     prefetch: bool = False
     clock: LogClock | None = None  # the file's (see _file_clock); None: read with the first piece
     window: int = 0  # the file's last part: keep this many of its last bytes (its tail), else 0
+    crashes: bool = False  # and read that tail with the crash finder on the scan's thread
 
 
 _local = threading.local()  # per scanning thread: its read buffers
@@ -299,6 +302,7 @@ class Scanner:
             # ahead, in a thread, while this one scans: two cores busy on one compressed file.
             blocks = prefetch(blocks)
         part = _Part(clock=clock)
+        is_log = self.kind is TextKind.LOG
         context = b""  # the part's last _CONTEXT_BYTES bytes (as scanned) before the piece
         done = 0  # bytes of the part (as scanned) before the piece
         read_bytes = 0  # bytes of the part (as read: escapes kept) before the piece
@@ -330,6 +334,10 @@ class Scanner:
         part.cut_lines = cuts.lines
         if task.window:
             _cut_tail(part, task, read_bytes)
+            if is_log and task.crashes:
+                # The crash finder reads the tail here, numbered from its start (renumbered when the
+                # parts merge): on a thread of the scan, beside the other parts' matching.
+                part.crashes = crashes_of_tail(part.file_tail, 1, source.rank, source.mtime or _mtime(source))
         if not any(first.window_at >= 0 for by_rank in part.hits.values() for hits in by_rank.values()
                    for first in hits.first):
             part.head = b""
@@ -484,8 +492,10 @@ class Scanner:
         self._finish(result, clock)
         if parts and parts[-1].file_tail is not None:
             # What every reader after the scan takes (evidence/logview.py): nothing is read again.
-            source.view.keep(parts[-1].file_tail, firsts[-1] + parts[-1].tail_after, parts[0].file_head,
-                             result.lines, result.bytes)
+            first_line = firsts[-1] + parts[-1].tail_after
+            source.view.keep(parts[-1].file_tail, first_line, parts[0].file_head, result.lines, result.bytes)
+            if parts[-1].crashes is not None:
+                keep_tail_crashes(source, shifted(parts[-1].crashes, first_line - 1))
         result.seconds = time.perf_counter() - started
         return result
 
@@ -496,6 +506,13 @@ class Scanner:
                     line_no, text, match, shift = summary.pending.popleft()
                     moment = self._time(text, result.source, clock)
                     summary.last.append(LineHit(line_no, text, moment, rank, _captures(match), _span(match, shift)))
+
+
+def _mtime(source: TextFile) -> float | None:
+    try:
+        return os.stat(source.path).st_mtime
+    except OSError:
+        return None
 
 
 def _keep_ends(part: _Part, task: _Task, raw: bytearray, size: int) -> None:
@@ -685,17 +702,19 @@ def scan_files(jobs: Sequence[tuple[TextFile, Scanner]], workers: int | None = N
     left = [0] * len(jobs)  # parts of each file still to come
     for task in tasks:
         left[task.file] += 1
-    parts: list[list[_Part]] = [[] for _ in jobs]
+    parts: list[list[tuple[int, _Part]]] = [[] for _ in jobs]
     results: list[FileScan | None] = [None] * len(jobs)
 
     def collect(task: _Task, part: _Part) -> None:
         # A file is merged as soon as its last part is in, and its parts let go: what waits in
-        # memory is one file's parts (their 16 KiB tails), whatever the number of files.
-        parts[task.file].append(part)
+        # memory is one file's parts (their 16 KiB tails, and the file's tail), whatever the
+        # number of files.
+        parts[task.file].append((task.part, part))
         left[task.file] -= 1
         if not left[task.file]:
             source, scanner = jobs[task.file]
-            results[task.file] = scanner.merge(source, stops[task.file], parts[task.file], started)
+            in_order = [found for _n, found in sorted(parts[task.file], key=lambda pair: pair[0])]
+            results[task.file] = scanner.merge(source, stops[task.file], in_order, started)
             parts[task.file] = []
 
     if workers <= 1 or len(tasks) <= 1:
@@ -706,12 +725,21 @@ def scan_files(jobs: Sequence[tuple[TextFile, Scanner]], workers: int | None = N
         finally:
             _local.__dict__.pop("buffers", None)  # this thread goes on: do not keep 16 MiB for the next scan
     else:
+        # Each file's last part first: the crash finder reads its tail on that thread while the
+        # other parts are matched on the others (it holds the GIL, matching does not). Where
+        # cores are few that only adds to the memory held at once (the tail's text beside every
+        # thread's buffers), and the tail is read after the scan instead.
+        if workers >= BESIDE_CORES:
+            for task in tasks:
+                task.crashes = task.window > 0
+            tasks.sort(key=lambda task: task.window == 0)
         _run_parallel(jobs, tasks, stops, collect, workers)
     return [result if result is not None else jobs[n][1].merge(jobs[n][0], stops[n], [], started)
             for n, result in enumerate(results)]
 
 
 _PLAN_SLACK = 64 * 1024  # how far past its nominal end a part may reach to end at a newline
+BESIDE_CORES = 4  # scanning threads from which the crash finder reads each tail on one of them
 
 
 def _run_parallel(jobs: Sequence[tuple[TextFile, Scanner]], tasks: list[_Task], stops: list[_Stops],

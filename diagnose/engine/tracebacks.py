@@ -263,6 +263,24 @@ def crashes_of_tail(data: bytes, first_line: int, file_rank: int | None, mtime: 
     return read_text(text, first_line, file_rank, log_clock("", text[-64 * 1024:], mtime))
 
 
+def shifted(found: LogCrashes, lines: int) -> LogCrashes:
+    """The same crashes and progress with every line number `lines` further on: a tail read
+    by the scan numbered from its own start, once the lines ahead of it are counted."""
+    if not lines:
+        return found
+    moved = {id(crash): dataclasses.replace(crash, line_no=crash.line_no + lines, end_line=crash.end_line + lines,
+                                            lines=[(no + lines, text) for no, text in crash.lines],
+                                            frames=list(crash.frames))
+             for crash in found.every}  # `crashes` are the last ones of `every`, the same objects
+    progress = {key: [(no + lines, mark) for no, mark in marks] for key, marks in found.progress.items()}
+    return LogCrashes([moved[id(c)] for c in found.crashes], progress, [moved[id(c)] for c in found.every])
+
+
+def keep_tail_crashes(source: TextFile, found: LogCrashes) -> None:
+    """What read_crashes would find in the log's tail, found already (by the scan, engine/scan.py)."""
+    source.view.derived[("crashes", source.rank)] = found
+
+
 def find_crashes(source: TextFile | Path, file_rank: int | None = None) -> list[Crash]:
     return list(read_crashes(source, file_rank).crashes)
 

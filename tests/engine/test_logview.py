@@ -15,7 +15,7 @@ import pytest
 from diagnose.engine import tracebacks
 from diagnose.engine.evaluate import run_rules
 from diagnose.engine.rank import rank_all
-from diagnose.engine.scan import PatternSet, Scanner
+from diagnose.engine.scan import BESIDE_CORES, PatternSet, Scanner, scan_files
 from diagnose.evidence import logview
 from diagnose.evidence.inputs import evidence_from_paths
 from diagnose.evidence.model import TextFile, TextKind
@@ -89,3 +89,18 @@ def test_what_readers_derive_is_kept_on_the_view_not_in_a_module(logs: list[Path
     assert repr(tracebacks.read_crashes(again)) == repr(found)
     module_dicts = [name for name, value in vars(tracebacks).items() if isinstance(value, dict) and value and not name.startswith("__")]
     assert module_dicts == [], module_dicts  # no module-level store of answers
+
+
+@pytest.mark.parametrize("part", [2 * 1024 * 1024, 16 * 1024 * 1024])
+def test_the_crashes_found_beside_the_scan_are_those_read_after_it(logs: list[Path], part: int) -> None:
+    """With cores to spare, a scan thread reads the tail it kept with the crash finder, numbered
+    from the tail's start, renumbered when the parts merge: the same crashes, lines and progress
+    as the crash finder reads after the scan."""
+    scanner = Scanner(TextKind.LOG, PatternSet([r"DataLoader worker \(pid \d+\) is killed"]))
+    sources = [TextFile(TextKind.LOG, path, path.name, mtime=path.stat().st_mtime, rank=rank)
+               for rank, path in enumerate(logs)]
+    scan_files([(source, scanner) for source in sources], BESIDE_CORES, part)
+    for rank, (path, source) in enumerate(zip(logs, sources, strict=True)):
+        beside = source.view.derived[("crashes", rank)]
+        fresh = TextFile(TextKind.LOG, path, path.name, mtime=path.stat().st_mtime, rank=rank)
+        assert repr(beside) == repr(tracebacks.read_crashes(fresh)), path.name
