@@ -245,10 +245,13 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
                 for line, text in member.lines
             )
         survived = all(member.survived for _, member in members)
+        after_end = all(member.after_end for _, member in members)
         title, said = _crash_words(crash)
         where = _where(members, ranks_said=f"on rank {crash.rank}" in title and len({m.rank for _, m in members}) == 1)
-        severity = Severity.WARNING if survived else Severity.ERROR
-        went_on = (" The run went on after it (its progress lines move on, or it finished): it caught or survived this "
+        severity = Severity.INFO if after_end else Severity.WARNING if survived else Severity.ERROR
+        went_on = (" Another thread printed it after the run's own words for done, while the interpreter shut down: "
+                   "it is not how the run ended." if after_end else
+                   " The run went on after it (its progress lines move on, or it finished): it caught or survived this "
                    "error, so it is not how the run ended." if survived else "")
         user = crash.user_frame
         explanation = (f"No known signature matched, but {said}{where}.{went_on} "
@@ -257,7 +260,8 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
                        + "This is the last error of its rank/thread; read the lines above it for the cause.")
         causes.append(
             replace(UNRECOGNISED.cause(
-                title=title + (" (the run went on after it)" if survived else ""),
+                title=title + (" (printed after the run finished)" if after_end else
+                               " (the run went on after it)" if survived else ""),
                 explanation=explanation, evidence=tuple(items), score=UNRECOGNISED.confidence * severity.weight,
                 time=crash.time), severity=severity, fix=(
                     (f"Open {user.describe()} in your code: the exception type and message name what failed there."

@@ -154,6 +154,7 @@ class Crash:
     worker: str | None = None  # "DataLoader worker process 0": where torch caught it
     end_line: int = 0  # the crash's last line (its message may go on after line_no)
     survived: bool = False  # the run went on after it (progress, or the trainer's words for done)
+    after_end: bool = False  # another thread's, printed after the trainer's words for done (shutdown noise)
     continued: int = 0  # lines its message went on for
     in_current: bool = field(default=False, repr=False)  # reading faulthandler's "Current thread" block
 
@@ -215,6 +216,10 @@ def _marks_for(progress: dict[tuple[str | None, int | None], list[tuple[int, tup
     if rank is None:
         return sorted(mark for marks in progress.values() for mark in marks)
     return []
+
+
+def _done_before(marks: list[tuple[int, tuple[str, str]]], line_no: int) -> bool:
+    return any(kind == "done" for _no, (kind, _counter) in marks[: bisect_right(marks, (line_no, ("", "")))])
 
 
 def _moved_after(marks: list[tuple[int, tuple[str, str]]], line_no: int) -> bool:
@@ -598,8 +603,11 @@ class _Reader:
         for crash in every:
             # The progress that follows a crash counts once the crash (its message too) is over;
             # so does a long run of the program's own output (a loop whose prints no pattern knows).
-            crash.survived = (_moved_after(_marks_for(self.progress, crash.host, crash.rank), crash.end_line)
-                              or _plain_after(plain, crash) > PLAIN_AFTER)
+            marks = _marks_for(self.progress, crash.host, crash.rank)
+            # Another thread's exception after the trainer's words for done: printed while the
+            # interpreter shut down (a loader or logger thread), not how the run ended.
+            crash.after_end = crash.thread not in (None, "MainThread") and _done_before(marks, crash.first_line)
+            crash.survived = crash.after_end or _moved_after(marks, crash.end_line) or _plain_after(plain, crash) > PLAIN_AFTER
         return LogCrashes(crashes, self.progress, every)
 
 
