@@ -30,6 +30,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -109,9 +110,12 @@ def load_cases(folder: Path = CASES) -> list[Case]:
 def run_case(case: Case, python: str, env: dict[str, str]) -> Result:
     result = Result(case.id, "held-out" if case.held_out else "dev", case.origin, case.framework, case.outcome,
                     case.expected, case.ranks > 1)
-    argv = [python, "-m", "diagnose", "scan", *map(str, case.files), "--format", "json", "--fail-on", "never"]
+    argv = [python, "-m", "diagnose", "scan", *(str(f.resolve()) for f in case.files), "--format", "json",
+            "--fail-on", "never"]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
+        # From a folder with no diagnose package in it: `-m diagnose` finds the one PYTHONPATH names.
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False,
+                              cwd=tempfile.gettempdir())
     except subprocess.TimeoutExpired:
         result.exit, result.error, result.unread = -1, "timed out", True
         return result
