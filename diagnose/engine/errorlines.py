@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from diagnose.evidence import logview
 from diagnose.evidence.lines import is_finish_line, progress_of, strip_ansi, strip_prefix
@@ -90,11 +91,16 @@ def _cut_traceback(numbered: Sequence[tuple[int, str]]) -> ErrorLine | None:
 
 
 def log_error_line(source: TextFile) -> ErrorLine | None:
-    """The error line a log ends on, from the end of its tail (None: none, or unreadable now)."""
+    """The error line a log ends on, from the end of its tail (None: none, or unreadable now).
+    The run's state and the ranking both ask: the answer is kept on the log's view."""
+    key = "error_line"
+    if key in source.view.derived:
+        return cast(ErrorLine | None, source.view.derived[key])
     try:
         data, first = logview.tail(source, ERROR_TAIL)
     except Exception:  # unreadable now: the scan already said what it could
         return None
     lines = strip_ansi(data).decode("utf-8", errors="replace").split("\n")
-    return last_error_line([(first + n, segment) for n, line in enumerate(lines)
-                            for segment in line.split("\r") if segment.strip()])
+    found = source.view.derived[key] = last_error_line([(first + n, segment) for n, line in enumerate(lines)
+                                                        for segment in line.split("\r") if segment.strip()])
+    return found

@@ -57,7 +57,7 @@ from diagnose.engine.finders import (
 )
 from diagnose.engine.finders import PatternSet as PatternSet
 from diagnose.engine.finders import hyperscan_available as hyperscan_available
-from diagnose.engine.tracebacks import LogCrashes, crashes_of_tail, keep_tail_crashes, shifted
+from diagnose.engine.tracebacks import LogCrashes, crashes_of_tail, keep_tail_crashes, log_mtime, shifted
 from diagnose.evidence.lines import (
     ANSI_BYTES,
     LinePrefix,
@@ -337,7 +337,7 @@ class Scanner:
             if is_log and task.crashes:
                 # The crash finder reads the tail here, numbered from its start (renumbered when the
                 # parts merge): on a thread of the scan, beside the other parts' matching.
-                part.crashes = crashes_of_tail(part.file_tail, 1, source.rank, source.mtime or _mtime(source))
+                part.crashes = crashes_of_tail(part.file_tail, 1, source.rank, log_mtime(source))
         if not any(first.window_at >= 0 for by_rank in part.hits.values() for hits in by_rank.values()
                    for first in hits.first):
             part.head = b""
@@ -506,13 +506,6 @@ class Scanner:
                     line_no, text, match, shift = summary.pending.popleft()
                     moment = self._time(text, result.source, clock)
                     summary.last.append(LineHit(line_no, text, moment, rank, _captures(match), _span(match, shift)))
-
-
-def _mtime(source: TextFile) -> float | None:
-    try:
-        return os.stat(source.path).st_mtime
-    except OSError:
-        return None
 
 
 def _keep_ends(part: _Part, task: _Task, raw: bytearray, size: int) -> None:

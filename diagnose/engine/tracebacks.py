@@ -249,11 +249,12 @@ def read_crashes(source: TextFile | Path, file_rank: int | None = None) -> LogCr
     found = source.view.derived.get(key)
     if found is None:
         data, first_line = logview.tail(source, TAIL_BYTES)
-        found = source.view.derived[key] = crashes_of_tail(data, first_line, source.rank, _mtime(source))
+        found = source.view.derived[key] = crashes_of_tail(data, first_line, source.rank, log_mtime(source))
     return cast(LogCrashes, found)
 
 
-def _mtime(source: TextFile) -> float | None:
+def log_mtime(source: TextFile) -> float | None:
+    """The log's mtime as given, else as the file has it now (None: gone)."""
     if source.mtime is not None:
         return source.mtime
     try:
