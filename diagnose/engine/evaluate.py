@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from diagnose.engine.finders import PatternSet
 from diagnose.engine.findings import Finding, Skipped
 from diagnose.engine.scan import FileScan, LineHit, scan_texts
+from diagnose.engine.wrapped import add_wrapped_hits
 from diagnose.evidence.lines import split_host
 from diagnose.evidence.model import Evidence, EvidenceItem, Gap, TextKind
 from diagnose.rules import conditions as facts
@@ -225,6 +226,7 @@ def run_rules(rules: Sequence[Rule], evidence: Evidence, engine: str = "auto", s
     # The scan leaves each log's head, tail and line count on its view (evidence/logview.py): the
     # readers after it read nothing again.
     scans = scan_texts(evidence.texts, sets, engine)
+    add_wrapped_hits(scans, sets, engine)
     return evaluate_scanned(rules, evidence, scans, sets, since, until)
 
 

@@ -40,8 +40,6 @@ from dataclasses import dataclass, field
 from heapq import merge
 from typing import Any, TypeAlias
 
-import regex
-
 from diagnose.engine.bytecount import count_newlines, newlines_and_escape
 from diagnose.engine.finders import CONFIRM_BUDGET as CONFIRM_BUDGET  # the scanner's callers read it here
 from diagnose.engine.finders import (
@@ -313,7 +311,9 @@ class Scanner:
             if escapes:
                 # Escape sequences hold no '\r' or '\n', so lines and their numbers stay put.
                 with memoryview(raw) as view, view[:raw_size] as piece:
-                    buf = _ANSI.sub(b"", piece, concurrent=True)  # the GIL released: other parts go on
+                    # `re`, not `regex`: its concurrent mode gave no speed-up on two threads, and it
+                    # was slower on one.
+                    buf = ANSI_BYTES.sub(b"", piece)
                 size = len(buf)
             if self._finder is not None:
                 runs = self._finder.find(buf, size, stops.stopped)
@@ -384,17 +384,18 @@ class Scanner:
             # the cheap wall clock, whose first slow reading only makes it a suspect (_Stops).
             watch = suspect[index]
             clock = cpu if watch else wall
+            pattern = compiled(index)  # compiled on first use: not a slow confirmation
             started = clock()
             try:
                 # Launcher prefixes are see-through: a pattern that does not match the whole line
                 # is tried on the line as the program wrote it (`^Traceback` after "[rank1]: ").
-                match = compiled(index).search(text, timeout=limit)
+                match = pattern.search(text, timeout=limit)
                 shift = 0  # where in the line the searched text starts
                 if match is None:
                     if prefix is None:
                         prefix = prefix_of(text)
                     if prefix.width:
-                        match = compiled(index).search(text[prefix.width:], timeout=max(limit - (clock() - started), 0.001))
+                        match = pattern.search(text[prefix.width:], timeout=max(limit - (clock() - started), 0.001))
                         shift = prefix.width
                 took = clock() - started
             except TimeoutError:
@@ -561,7 +562,6 @@ def _number(hits: dict[int, dict[int | None, _PartHits]], buf: Buffer, base: int
                                        for line, text, match, shift in found.pending), maxlen=KEEP)
 
 
-_ANSI = regex.compile(ANSI_BYTES.pattern)  # evidence/lines.py's, matched by `regex`, which can release the GIL
 
 Counted: TypeAlias = tuple[bytearray, int, int, bool]  # a piece, its size, its '\n' count, whether it holds an ESC
 
