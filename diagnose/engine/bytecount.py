@@ -63,6 +63,11 @@ def _numpy() -> Any:
     return _np
 
 
+def numpy_for(size: int) -> Any:
+    """numpy, if the scan uses it and a buffer of `size` bytes is worth its calls; else None."""
+    return _numpy() if size >= _MIN_NUMPY else None
+
+
 def using_numpy() -> bool:
     """Do the counts use numpy (waiting for an import prepare() started)?"""
     return _numpy() is not None

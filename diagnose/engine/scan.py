@@ -41,6 +41,7 @@ from heapq import merge
 from typing import Any, TypeAlias
 
 from diagnose.engine.bytecount import count_newlines, newlines_and_escape
+from diagnose.engine.escapes import strip_escapes
 from diagnose.engine.finders import CONFIRM_BUDGET as CONFIRM_BUDGET  # the scanner's callers read it here
 from diagnose.engine.finders import (
     LINE_TIMEOUT,
@@ -55,9 +56,9 @@ from diagnose.engine.finders import (
 )
 from diagnose.engine.finders import PatternSet as PatternSet
 from diagnose.engine.finders import hyperscan_available as hyperscan_available
+from diagnose.engine.heap import keep_freed_buffers
 from diagnose.engine.tracebacks import LogCrashes, crashes_of_tail, keep_tail_crashes, log_mtime, shifted
 from diagnose.evidence.lines import (
-    ANSI_BYTES,
     LinePrefix,
     LogClock,
     kernel_time,
@@ -311,9 +312,7 @@ class Scanner:
             if escapes:
                 # Escape sequences hold no '\r' or '\n', so lines and their numbers stay put.
                 with memoryview(raw) as view, view[:raw_size] as piece:
-                    # `re`, not `regex`: its concurrent mode gave no speed-up on two threads, and it
-                    # was slower on one.
-                    buf = ANSI_BYTES.sub(b"", piece)
+                    buf = strip_escapes(piece)  # numpy's loops: the GIL released, other parts go on
                 size = len(buf)
             if self._finder is not None:
                 runs = self._finder.find(buf, size, stops.stopped)
@@ -697,6 +696,8 @@ def scan_files(jobs: Sequence[tuple[TextFile, Scanner]], workers: int | None = N
         tasks.extend(scanner.plan(source, number, piece, read))
         stops.append(_Stops(len(scanner.patterns)))
     prepare_counts(total)
+    if total >= PARALLEL_MIN:
+        keep_freed_buffers()
     left = [0] * len(jobs)  # parts of each file still to come
     for task in tasks:
         left[task.file] += 1
