@@ -119,7 +119,9 @@ def rank_all(findings: Sequence[Finding], evidence: Evidence, min_severity: str 
         if verdict == UNATTRIBUTED:
             cause = _as_context(cause)
         elif Severity(cause.severity).at_least(Severity.ERROR) and _went_on(attributed, logs):
-            cause = replace(cause, severity=Severity.WARNING, score=round(cause.confidence * Severity.WARNING.weight, 4),
+            # Survived, in a run that then finished: a note, not a problem of the run.
+            survived = Severity.INFO if run_state.state == FINISHED else Severity.WARNING
+            cause = replace(cause, severity=survived, score=round(cause.confidence * survived.weight, 4),
                             title=f"{cause.title} (caught and survived: the run went on after it)",
                             explanation=f"The run went on after this error (its progress moved on, or it finished): it "
                                         f"was caught or retried, so it is not how the run ended. {cause.explanation}")

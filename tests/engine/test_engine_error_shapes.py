@@ -253,7 +253,8 @@ def test_fifty_retried_io_errors_and_a_finish_are_healthy() -> None:
     assert not [c for c in diagnosis.causes if Severity(c.severity).at_least(Severity.ERROR)], \
         [(c.id, c.severity) for c in diagnosis.causes]
     io = [c for c in diagnosis.causes if c.id == "disk.io-error"]
-    assert io and io[0].severity == Severity.WARNING and "went on after it" in io[0].title
+    # Survived, and the run then finished: a note (info), not a warning of the run.
+    assert io and io[0].severity == Severity.INFO and "went on after it" in io[0].title
 
 
 def test_the_same_error_ending_the_run_stays_an_error() -> None:
