@@ -228,12 +228,12 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
             if error is not None and not any((source.display, line) in recognised for line, _text in error.context):
                 crashes.append((source, _line_crash(source, error)))
             continue
-        said = any(where == source.display for where, _line in recognised)
+        rule_matched_here = any(where == source.display for where, _line in recognised)
         crashes.extend((source, on_clock(crash, source)) for crash in found
                        if not any((source.display, line) in recognised for line, _text in crash.lines)
                        # A C++ abort that says nothing (its what() cut off or empty) in a log where a
                        # rule recognised an error is that error's own abort (the NCCL watchdog's).
-                       and not (crash.shape == "cpp" and not crash.message.strip() and said))
+                       and not (crash.shape == "cpp" and not crash.message.strip() and rule_matched_here))
     grouped: dict[tuple[str, str], list[tuple[TextFile, Crash]]] = {}
     # Several nodes: the earliest first on the one clock, so the crash that started it leads its group.
     if any(source.host for source, _crash in crashes):
