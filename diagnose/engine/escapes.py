@@ -18,15 +18,37 @@ from diagnose.engine.bytecount import numpy_for
 from diagnose.evidence.lines import ANSI_BYTES
 
 _MAX_CSI = 32  # bytes a CSI sequence may take before the regex decides
+_BLOCK = 1024 * 1024  # bytes stripped at a time
 _ESC, _CSI, _OSC = 0x1B, 0x5B, 0x5D
 
 
-def strip_escapes(piece: memoryview) -> bytes:
+def strip_escapes(piece: memoryview, vector: bool = True) -> bytes:
     """`piece` without its ANSI escape sequences (lines and their numbers stay put: no sequence
-    holds a '\\r' or '\\n')."""
-    np = numpy_for(len(piece))
-    found = _strip_numpy(np, piece) if np is not None else None
-    return found if found is not None else ANSI_BYTES.sub(b"", piece)
+    holds a '\r' or '\n'). `vector`: with numpy, where other threads scan meanwhile (on one
+    thread the regex is as fast)."""
+    np = numpy_for(len(piece)) if vector else None
+    if np is None:
+        return ANSI_BYTES.sub(b"", piece)
+    # Block by block, each ending at a newline (no sequence spans one): a thread's temporaries stay
+    # a few MiB, whatever the piece (16 threads x an 8 MiB piece's masks held 400 MB at once).
+    out: list[bytes] = []
+    start, size = 0, len(piece)
+    while start < size:
+        end = size if size - start <= _BLOCK else _block_end(piece, start + _BLOCK, size)
+        block = piece[start:end]
+        found = _strip_numpy(np, block)
+        out.append(found if found is not None else ANSI_BYTES.sub(b"", block))
+        start = end
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _block_end(piece: memoryview, at: int, size: int) -> int:
+    """The end of a block: just past the first newline at or after `at` (else the piece's end)."""
+    for reach in (4096, _BLOCK):  # a line is seldom longer than the first
+        found = bytes(piece[at : min(size, at + reach)]).find(b"\n")
+        if found >= 0:
+            return at + found + 1
+    return size
 
 
 def _strip_numpy(np: Any, piece: memoryview) -> bytes | None:

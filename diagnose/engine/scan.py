@@ -237,6 +237,7 @@ class _Task:
     clock: LogClock | None = None  # the file's (see _file_clock); None: read with the first piece
     window: int = 0  # the file's last part: keep this many of its last bytes (its tail), else 0
     crashes: bool = False  # and read that tail with the crash finder on the scan's thread
+    vector_escapes: bool = False  # strip escapes with numpy (other scanning threads run meanwhile)
 
 
 _local = threading.local()  # per scanning thread: its read buffers
@@ -312,7 +313,7 @@ class Scanner:
             if escapes:
                 # Escape sequences hold no '\r' or '\n', so lines and their numbers stay put.
                 with memoryview(raw) as view, view[:raw_size] as piece:
-                    buf = strip_escapes(piece)  # numpy's loops: the GIL released, other parts go on
+                    buf = strip_escapes(piece, task.vector_escapes)
                 size = len(buf)
             if self._finder is not None:
                 runs = self._finder.find(buf, size, stops.stopped)
@@ -697,7 +698,9 @@ def scan_files(jobs: Sequence[tuple[TextFile, Scanner]], workers: int | None = N
         stops.append(_Stops(len(scanner.patterns)))
     prepare_counts(total)
     if total >= PARALLEL_MIN:
-        keep_freed_buffers()
+        keep_freed_buffers(workers)
+    for task in tasks:
+        task.vector_escapes = workers > 1
     left = [0] * len(jobs)  # parts of each file still to come
     for task in tasks:
         left[task.file] += 1

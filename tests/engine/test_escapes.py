@@ -55,6 +55,11 @@ def test_real_logs_with_escapes_are_stripped_as_the_regex_strips_them() -> None:
             settled += found is not None
         seen += 1
     assert settled >= seen
+    # All of them in one piece: several 1 MiB blocks, cut at newlines.
+    joined = b"".join(data for _name, data in _real_texts())
+    assert len(joined) > 3 * 2**20
+    assert strip_escapes(memoryview(joined)) == ANSI_BYTES.sub(b"", joined)
+    assert strip_escapes(memoryview(joined), vector=False) == ANSI_BYTES.sub(b"", joined)
     assert seen >= 5  # rich progress bars, coloured DeepSpeed warnings, Lightning, tqdm
 
 
