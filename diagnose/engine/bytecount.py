@@ -89,7 +89,7 @@ def _scratch(np: Any) -> Any:
 
 def newlines_and_escape(buf: bytes | bytearray, size: int) -> tuple[int, bool]:
     """('\\n' count, whether an ESC byte is there) of buf[:size]."""
-    np = _numpy() if size >= _MIN_NUMPY else None
+    np = numpy_for(size)
     if np is None:
         return buf.count(b"\n", 0, size), buf.find(b"\x1b", 0, size) >= 0
     scratch = _scratch(np)
@@ -110,7 +110,7 @@ def newlines_and_escape(buf: bytes | bytearray, size: int) -> tuple[int, bool]:
 
 def count_newlines(buf: bytes | bytearray, start: int, end: int) -> int:
     """'\\n' count of buf[start:end]."""
-    np = _numpy() if end - start >= _MIN_NUMPY else None
+    np = numpy_for(end - start)
     if np is None:
         return buf.count(b"\n", start, end)
     scratch = _scratch(np)

@@ -17,7 +17,7 @@ import sys
 
 KEEP_BYTES = 32 * 2**20  # per scanning thread's arena
 KEEP_TOTAL = 64 * 2**20  # kept in all: with many threads each keeps less
-FEW_THREADS = 4  # from this many threads up nothing is changed: faults spread over the cores too
+FEW_THREADS = 4  # above this many threads nothing is changed: faults spread over the cores too
 _M_TRIM_THRESHOLD = -1  # glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
 _applied: int | None = None
@@ -26,7 +26,7 @@ _applied: int | None = None
 def keep_freed_buffers(threads: int) -> bool:
     """Raise glibc's mmap and trim thresholds so that each of `threads` scanning threads keeps a
     piece's buffers (at most KEEP_BYTES each, KEEP_TOTAL in all; once per process). Not with
-    FEW_THREADS or more: 16 arenas keeping 32 MiB each held 430 MB at the peak of a 16-core scan,
+    more than FEW_THREADS: 16 arenas keeping 32 MiB each held 430 MB at the peak of a 16-core scan,
     and there the page faults are spread over the cores like the rest. False where nothing was
     changed: the C library has no mallopt (musl, macOS), or it refused."""
     global _applied

@@ -465,7 +465,7 @@ class Scanner:
                             if first.window_at >= 0:
                                 moment = source.on_clock(
                                     _time_in((context + part.head[: first.window_at])[-_CONTEXT_BYTES:], clock))
-                            summary.add(LineHit(line + first.line, first.text, moment, rank, _captures(first.match),
+                            summary.add(LineHit(line + first.line, first.text, moment, rank, captures_of(first.match),
                                                 _span(first.match, first.shift)))
                         else:
                             summary.count += 1
@@ -506,7 +506,7 @@ class Scanner:
                 while summary.pending:
                     line_no, text, match, shift = summary.pending.popleft()
                     moment = self._time(text, result.source, clock)
-                    summary.last.append(LineHit(line_no, text, moment, rank, _captures(match), _span(match, shift)))
+                    summary.last.append(LineHit(line_no, text, moment, rank, captures_of(match), _span(match, shift)))
 
 
 def _keep_ends(part: _Part, task: _Task, raw: bytearray, size: int) -> None:
@@ -562,7 +562,6 @@ def _number(hits: dict[int, dict[int | None, _PartHits]], buf: Buffer, base: int
                                        for line, text, match, shift in found.pending), maxlen=KEEP)
 
 
-
 Counted: TypeAlias = tuple[bytearray, int, int, bool]  # a piece, its size, its '\n' count, whether it holds an ESC
 
 
@@ -579,7 +578,8 @@ def _span(match: Any, shift: int) -> tuple[int, int]:
     return start + shift, end + shift
 
 
-def _captures(match: Any) -> dict[str, str]:
+def captures_of(match: Any) -> dict[str, str]:
+    """A match's named captures that took part in it."""
     return {k: v for k, v in match.groupdict().items() if v is not None}
 
 

@@ -1,4 +1,4 @@
-"""Messages soft-wrapped over two lines (issue 31).
+"""Messages soft-wrapped over two or three lines (issue 31).
 
 A terminal, a web form or an issue paste breaks a long line at its width: `... Watchdog caught
 collective operation timeout: ` / `WorkNCCL(SeqNum=2059, OpType=ALLGATHER, ...`, or `Loaded
@@ -15,10 +15,12 @@ them all.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 
 from diagnose.engine.finders import MASK, SHIFT, PatternSet, make_finder
-from diagnose.engine.scan import FileScan, HitSummary, LineHit
+from diagnose.engine.scan import FileScan, HitSummary, LineHit, captures_of
 from diagnose.evidence import logview
 from diagnose.evidence.lines import prefix_of, strip_ansi
 from diagnose.evidence.model import TextKind
@@ -73,12 +75,9 @@ def _pairs(text: str, first: int) -> list[Pair]:
 def _add(scan: FileScan, patterns: PatternSet, engine: str, pairs: list[Pair]) -> None:
     if not pairs:
         return
-    buf = "\n".join(text for _, text, _, _ in pairs).encode("utf-8")
-    starts: list[int] = []  # byte offset of each pair's text in buf
-    at = 0
-    for _, text, _, _ in pairs:
-        starts.append(at)
-        at += len(text.encode("utf-8")) + 1
+    encoded = [text.encode("utf-8") for _, text, _, _ in pairs]
+    buf = b"\n".join(encoded)
+    starts = [0, *accumulate(len(text) + 1 for text in encoded[:-1])]  # each pair's offset in buf
     _name, finder = make_finder(patterns, engine)
     done: set[tuple[int, int]] = set()
     for run in finder.find(buf, len(buf)):
@@ -86,7 +85,7 @@ def _add(scan: FileScan, patterns: PatternSet, engine: str, pairs: list[Pair]) -
             index, offset = packed & MASK, packed >> SHIFT
             if index in scan.hits:
                 continue
-            pair = _pair_at(starts, offset)
+            pair = bisect_right(starts, offset) - 1  # the pair whose text holds the offset
             if (index, pair) in done:
                 continue
             done.add((index, pair))
@@ -95,19 +94,6 @@ def _add(scan: FileScan, patterns: PatternSet, engine: str, pairs: list[Pair]) -
             # It must hold text of both lines (the space put in is neither's).
             if match is None or not match.start() < brk < match.end() - spaced:
                 continue
-            captures = {k: v for k, v in match.groupdict().items() if v is not None}
             rank = prefix_of(text).global_rank
             summary = scan.hits.setdefault(index, {}).setdefault(rank, HitSummary())
-            summary.add(LineHit(line_no, text, None, rank, captures, match.span()))
-
-
-def _pair_at(starts: list[int], offset: int) -> int:
-    """The pair whose text holds byte `offset` of the joined buffer."""
-    lo, hi = 0, len(starts) - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if starts[mid] <= offset:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+            summary.add(LineHit(line_no, text, None, rank, captures_of(match), match.span()))
