@@ -44,6 +44,13 @@ _MIN_LITERAL = 2  # shortest required text worth a bytes.find loop
 _HS_LITERAL = 4  # shortest required text hyperscan searches instead of the pattern's superset
 _LITERAL_HITS = 2048  # lines holding it, per piece, before the regex search takes over
 _FORMAT = 3  # bump when the cached database's meaning changes
+# Confirmations of a pattern, in this process, before it is asked whether it can backtrack
+# badly (hangcheck.static_problem, ~2 ms a pattern): only the patterns that fire often pay it.
+TAME_AFTER = 256
+# A tame pattern (no nested or adjacent repeats) is confirmed without a time limit on a line this
+# short: its worst case there is a quadratic search of milliseconds, which the wall clock sees,
+# and the limit costs as much as the search itself (regex reads a clock for it).
+UNTIMED_CHARS = 2048
 
 Buffer = bytes | bytearray
 SHIFT = 20
@@ -58,6 +65,10 @@ class PatternSet:
         self.patterns: tuple[str, ...] = tuple(patterns)
         self.digest = hashlib.sha256("\x00".join(self.patterns).encode()).hexdigest()
         self._compiled: list[Any] = [None] * len(self.patterns)
+        # Per pattern: whether it is tame (can be searched without a time limit on short lines);
+        # None while it has been tried fewer than TAME_AFTER times.
+        self.tame: list[bool | None] = [None] * len(self.patterns)
+        self._tries = [0] * len(self.patterns)
 
     def __len__(self) -> int:
         return len(self.patterns)
@@ -67,6 +78,20 @@ class PatternSet:
         if found is None:
             found = self._compiled[index] = regex.compile(self.patterns[index])
         return found
+
+    def is_tame(self, index: int) -> bool:
+        """Whether the pattern may be searched without a time limit on a short line: False
+        until it has been tried TAME_AFTER times, then what the static hang check says."""
+        known = self.tame[index]
+        if known is not None:
+            return known
+        self._tries[index] += 1
+        if self._tries[index] < TAME_AFTER:
+            return False
+        from diagnose.patterns.hangcheck import is_tame
+
+        known = self.tame[index] = is_tame(self.patterns[index])
+        return known
 
 
 # ---------------------------------------------------------------- lines in a buffer

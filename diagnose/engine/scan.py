@@ -48,6 +48,7 @@ from diagnose.engine.finders import (
     MASK,
     SHIFT,
     SLOW_CONFIRM,
+    UNTIMED_CHARS,
     Buffer,
     Finder,
     Run,
@@ -200,10 +201,11 @@ class _Stops:
     The budget is charged in CPU time (time.thread_time): wall time also counts waiting for the
     GIL (another scanning thread) or for a core (a busy machine), and charging that would stop
     a fast pattern that fires on every line. Reading the thread's CPU clock is a system call
-    (~0.2 us, as long as a short confirmation), so a confirmation is first timed with the cheap
-    wall clock; a pattern's first slow wall time is not charged but makes it a suspect, timed
-    from then on with the CPU clock and charged each slow confirmation. A time-out is always
-    charged in full."""
+    (~0.6 us here, as long as a short confirmation), so a confirmation is timed with the cheap
+    wall clock; one that looks slow there is done again on the CPU clock, and only if it is slow
+    there too is it charged and the pattern made a suspect, timed from then on with the CPU
+    clock and charged each slow confirmation (a wait for the GIL on a busy scan used to make the
+    pattern of the commonest true hit a suspect for good). A time-out is always charged in full."""
 
     def __init__(self, patterns: int) -> None:
         self.lock = threading.Lock()
@@ -355,6 +357,8 @@ class Scanner:
         suspect = stops.suspect
         wall, cpu = time.perf_counter, time.thread_time
         slow = SLOW_CONFIRM
+        is_tame = self.patterns.is_tame
+        untimed = UNTIMED_CHARS
         base = part.newlines
         look_back = task.part == 0  # the look-back of the first part never needs another part
         checked = [-1] * len(self.patterns)  # per pattern: start of the last line it was tried on
@@ -380,23 +384,34 @@ class Scanner:
                 text = str(buf[line_start : min(line_end, line_start + MAX_LINE)], "utf-8", "replace")
                 prefix = None
             limit = timeout if left > timeout else left
-            # A suspect pattern is timed on this thread's CPU clock (a syscall), any other on
-            # the cheap wall clock, whose first slow reading only makes it a suspect (_Stops).
-            watch = suspect[index]
-            clock = cpu if watch else wall
             pattern = compiled(index)  # compiled on first use: not a slow confirmation
+            # A suspect pattern is timed on this thread's CPU clock (a syscall), any other on the
+            # cheap wall clock. A tame one on a short line is searched without a time limit, which
+            # costs as much as the search (regex reads a clock for it).
+            watch = suspect[index]
+            quick = not watch and line_end - line_start <= untimed and is_tame(index)
+            clock = cpu if watch else wall
             started = clock()
             try:
                 # Launcher prefixes are see-through: a pattern that does not match the whole line
                 # is tried on the line as the program wrote it (`^Traceback` after "[rank1]: ").
-                match = pattern.search(text, timeout=limit)
                 shift = 0  # where in the line the searched text starts
-                if match is None:
-                    if prefix is None:
-                        prefix = prefix_of(text)
-                    if prefix.width:
-                        match = pattern.search(text[prefix.width:], timeout=max(limit - (clock() - started), 0.001))
-                        shift = prefix.width
+                if quick:
+                    match = pattern.search(text)
+                    if match is None:
+                        if prefix is None:
+                            prefix = prefix_of(text)
+                        if prefix.width:
+                            match = pattern.search(text[prefix.width:])
+                            shift = prefix.width
+                else:
+                    match = pattern.search(text, timeout=limit)
+                    if match is None:
+                        if prefix is None:
+                            prefix = prefix_of(text)
+                        if prefix.width:
+                            match = pattern.search(text[prefix.width:], timeout=max(limit - (clock() - started), 0.001))
+                            shift = prefix.width
                 took = clock() - started
             except TimeoutError:
                 part.timeouts[index] = part.timeouts.get(index, 0) + 1
@@ -404,10 +419,12 @@ class Scanner:
                 took = max(clock() - started, limit)  # a time-out always counts in full, however short
                 watch = suspect[index] = True
             if took > slow:
+                if not watch:
+                    # The wall clock also counts a wait for the GIL or a core: the CPU clock decides.
+                    took = _cpu_time(pattern, text, prefix, limit)
+                    watch = suspect[index] = took > slow
                 if watch:
                     stops.charge(index, took, task.part, base + count(buf, 0, line_start))
-                else:
-                    suspect[index] = True  # not charged: it may have waited for the GIL or a core
             if match is None:
                 continue
             if prefix is None:
@@ -532,6 +549,18 @@ def _cut_tail(part: _Part, task: _Task, scanned: int) -> None:
             kept = kept[newline + 1 :]
     part.file_tail = kept
     part.tail_after = part.newlines - kept.count(b"\n")
+
+
+def _cpu_time(pattern: Any, text: str, prefix: LinePrefix | None, limit: float) -> float:
+    """The CPU time of a confirmation that looked slow on the wall clock, which also counts a wait
+    for the GIL or a core: done again, timed on this thread's CPU clock (a time-out counts in full)."""
+    started = time.thread_time()
+    try:
+        if pattern.search(text, timeout=limit) is None and prefix is not None and prefix.width:
+            pattern.search(text[prefix.width:], timeout=limit)
+    except TimeoutError:
+        return max(time.thread_time() - started, limit)
+    return time.thread_time() - started
 
 
 def _number(hits: dict[int, dict[int | None, _PartHits]], buf: Buffer, base: int) -> None:

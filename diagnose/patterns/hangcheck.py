@@ -291,12 +291,27 @@ def _probes(parsed: Any) -> str:
 def static_problem(pattern: str) -> str | None:
     """A reason the pattern can backtrack catastrophically, or None."""
     try:
-        parsed = raw_parse(pattern)
+        problem = _tree_problem(pattern)
     except Exception:
         return None  # `regex`-only syntax: the torture run and the scan-time budget still apply
+    return problem + _SUFFIX if problem else None
+
+
+def is_tame(pattern: str) -> bool:
+    """Whether the static check can read the pattern and finds no way for it to backtrack
+    catastrophically (`regex`-only syntax is not known to be tame)."""
+    try:
+        return not _tree_problem(pattern)
+    except Exception:
+        return False
+
+
+def _tree_problem(pattern: str) -> str | None:
+    """What the syntax tree shows (None: nothing); raises where sre cannot read the pattern."""
+    parsed = raw_parse(pattern)
     checker = _Checker(_probes(parsed))
     checker.seq(parsed, int(parsed.state.flags), top=True)
-    return checker.problem + _SUFFIX if checker.problem else None
+    return checker.problem
 
 
 def _torture_lines(pattern: str) -> list[str]:
