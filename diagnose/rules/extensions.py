@@ -22,6 +22,7 @@ ANALYZER_CAPTURES: dict[str, frozenset[str]] = {
         "xid_note",
     }),
     "nccl_error": frozenset({"last_error", "nccl_warn", "nccl_detail"}),
+    "crash_site": frozenset({"package", "package_frame", "caller_frame"}),
     "sigkill": frozenset({"sigkill_verdict", "sigkill_detail"}),
     "torchelastic": frozenset({
         "elastic_summary", "root_rank", "root_local_rank", "root_host", "root_exitcode", "root_signal", "root_error",

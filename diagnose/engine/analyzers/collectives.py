@@ -110,9 +110,11 @@ def analyse(log: RunLog) -> Verdict:
                 f"{_plural(timed).capitalize()} timed out in {what}, but {_plural(quiet)} printed no timeout at all: "
                 f"{'they' if len(quiet) > 1 else 'it'} most likely never reached that collective (hung, stuck or dead)."
             )
-    if not verdict.lagging:
-        seqs = {rank: min(r.seq for r in recs if r.seq is not None) for rank, recs in verdict.timed_out.items()
-                if any(r.seq is not None for r in recs)}
+    verdict.mismatch = _mismatch(verdict)
+    if not verdict.lagging and not verdict.mismatch:
+        # SeqNums count one process group's collectives, and only say who is behind where the
+        # ranks issued the same ones: not across groups, nor once they called different ones.
+        seqs = _group_seqs(verdict)
         if len(set(seqs.values())) > 1:
             low = min(seqs.values())
             behind = sorted(r for r, s in seqs.items() if s == low)
@@ -121,13 +123,15 @@ def analyse(log: RunLog) -> Verdict:
                 f"{_plural(behind).capitalize()} timed out in an earlier collective (SeqNum {low}) than the others "
                 f"({', '.join(f'rank {r}: {s}' for r, s in sorted(seqs.items()) if s != low)}): {_plural(behind)} fell behind."
             )
-    verdict.mismatch = _mismatch(verdict)
     if not verdict.lagging:
         if len(log.ranks) <= 1:
             verdict.detail = (
                 f"Only {_plural(log.ranks or set(timed))}'s output is here; the rank that never reached {what} cannot be "
                 "named from it. Collect every rank's log (torchrun --tee 3 --log-dir DIR, or one file per rank)."
             )
+        elif verdict.mismatch:
+            verdict.detail = (f"{_plural(timed).capitalize()} timed out waiting in collectives that do not line up; "
+                              "none can be called behind from their sequence numbers.")
         else:
             verdict.detail = (
                 f"Every rank in these logs ({ranks_text(timed)}) timed out in the same collective ({what}); none is visibly "
@@ -152,6 +156,22 @@ def _same_group(verdict: Verdict) -> dict[int, CollectiveRecord]:
     timed_groups = [rec.pg for rec in verdict.progress.values() if rec.timed_out and rec.pg is not None]
     wanted = timed_groups[0] if timed_groups else sorted(groups)[0]
     return {rank: rec for rank, rec in verdict.progress.items() if rec.pg in (wanted, None)}
+
+
+def _group_seqs(verdict: Verdict) -> dict[int, int]:
+    """Each rank's lowest timed-out SeqNum in the process group most ranks timed out in. A group
+    is its PG id where the line names one, else its timeout (two groups' collectives that time
+    out after different times are not one sequence)."""
+    by_group: dict[str, dict[int, int]] = {}
+    for rank, records in verdict.timed_out.items():
+        for record in records:
+            if record.seq is None:
+                continue
+            group = by_group.setdefault(record.pg or f"timeout {record.timeout_ms}", {})
+            group[rank] = min(group.get(rank, record.seq), record.seq)
+    if not by_group:
+        return {}
+    return max(by_group.values(), key=len)
 
 
 def _mismatch(verdict: Verdict) -> str:

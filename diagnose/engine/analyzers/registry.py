@@ -10,6 +10,8 @@ captures and evidence, e.g. which rank was behind when an NCCL watchdog fired.
   assertion, Xid) in the timeline.
 - xid: the NVIDIA Xid table (what a number means, application or hardware).
 - nccl_error: NCCL's own words behind a torch NCCL error ("Last error:", NCCL WARN lines).
+- crash_site: the innermost frame of the traceback around the rule's line -> raised inside an
+  installed package's own code (its bug), else the rule is discarded.
 - sigkill: a SIGKILL without an OOM record -> killed from outside when a kernel log covers the
   moment and holds no OOM kill of the run's, else probably out of memory.
 """
@@ -21,7 +23,7 @@ from importlib import import_module
 from diagnose.engine.analyzers.base import ANALYZERS, Analyzer, AnalyzerInput, AnalyzerOutput, register
 
 # Importing the modules registers their analyzers.
-for _module in ("collectives", "cuda", "nccl", "signals", "torchelastic"):
+for _module in ("collectives", "crashsite", "cuda", "nccl", "signals", "torchelastic"):
     import_module(f"diagnose.engine.analyzers.{_module}")
 
 __all__ = ["ANALYZERS", "Analyzer", "AnalyzerInput", "AnalyzerOutput", "register"]
