@@ -130,7 +130,8 @@ def rank_all(findings: Sequence[Finding], evidence: Evidence, min_severity: str 
     if not any(tier(c.role, c.severity) == 0 for c, _ in pairs):
         # Only lines a rule's own patterns matched: an analyzer may quote the unrecognised error itself.
         recognised = {location for f in findings for location in f.matched}
-        pairs.extend((c, (0, c.evidence[-1].line or 0)) for c in unrecognised_causes(evidence, recognised, gaps))
+        pairs.extend((c, (0, c.evidence[-1].line or 0))
+                     for c in unrecognised_causes(evidence, recognised, gaps, finished=run_state.state == FINISHED))
     have_root = any(tier(c.role, c.severity) == 0 for c, _ in pairs)
     quoted = frozenset(item.source for c, _ in pairs for item in c.evidence)
     pairs.extend((c, (0, 0)) for c in state_causes(run_state, view, have_root, quoted))
@@ -203,7 +204,7 @@ def _with_explains(cause: Cause, symptoms: tuple[str, ...]) -> Cause:
 
 
 def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = frozenset(),
-                        gaps: list[Gap] | None = None) -> list[Cause]:
+                        gaps: list[Gap] | None = None, finished: bool = False) -> list[Cause]:
     """The last error per rank/thread of every log, in whatever shape it was printed, as
     low-confidence causes; an exception raised in the user's own code is named as such, with
     its file, line and function (and the DataLoader worker or rank it came from).
@@ -211,8 +212,9 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
     A crash whose lines a rule already matched (a symptom such as a peer's "Connection closed",
     the ChildFailedError summary) is recognised, not unrecognised: it is left out, so the one
     crash nothing explains (e.g. the first rank's own ValueError) is the one reported. A crash
-    the run went on after (progress, the trainer's words for done) is a warning at most. A log
-    that cannot be read again is a gap (into `gaps`).
+    the run went on after (progress, the trainer's words for done) is a warning at most, and a
+    note (info) where the run then `finished` (an earlier launch's error in an appended log). A
+    log that cannot be read again is a gap (into `gaps`).
     """
     crashes: list[tuple[TextFile, Crash]] = []
     for source in evidence.texts_of(TextKind.LOG):
@@ -254,7 +256,8 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
         after_end = all(member.after_end for _, member in members)
         title, said = _crash_words(crash)
         where = _where(members, ranks_said=f"on rank {crash.rank}" in title and len({m.rank for _, m in members}) == 1)
-        severity = Severity.INFO if after_end else Severity.WARNING if survived else Severity.ERROR
+        severity = (Severity.INFO if after_end or (survived and finished) else
+                    Severity.WARNING if survived else Severity.ERROR)
         went_on = (" Another thread printed it after the run's own words for done, while the interpreter shut down: "
                    "it is not how the run ended." if after_end else
                    " The run went on after it (its progress lines move on, or it finished): it caught or survived this "
