@@ -358,6 +358,7 @@ class Scanner:
         wall, cpu = time.perf_counter, time.thread_time
         slow = SLOW_CONFIRM
         is_tame = self.patterns.is_tame
+        tames = self.patterns.tame
         untimed = UNTIMED_CHARS
         base = part.newlines
         look_back = task.part == 0  # the look-back of the first part never needs another part
@@ -389,7 +390,8 @@ class Scanner:
             # cheap wall clock. A tame one on a short line is searched without a time limit, which
             # costs as much as the search (regex reads a clock for it).
             watch = suspect[index]
-            quick = not watch and line_end - line_start <= untimed and is_tame(index)
+            known = tames[index]  # None until the pattern has fired TAME_AFTER times
+            quick = not watch and line_end - line_start <= untimed and (is_tame(index) if known is None else known)
             clock = cpu if watch else wall
             started = clock()
             try:
