@@ -676,18 +676,23 @@ def _time_in(window: bytes, clock: LogClock) -> float | None:
 # ---------------------------------------------------------------- many files, many threads
 
 MAX_WORKERS = 32  # scanning threads at most, whatever the machine
+# Scanning threads by default. Confirmations, hyperscan's callbacks and line numbering hold the
+# GIL, so past a few threads they queue for it: on the 16-core machine (bench/threads_probe.py)
+# the real 1 GiB log took 2.35 s on 2 threads, 2.15 s on 4, 2.90 s on 8 and 3.23 s on 16, and a log
+# of true hits (plain) 5.0, 6.6, 22.9 and 23.7 s; each thread also holds its own buffers.
+DEFAULT_WORKERS = 4
 IN_FLIGHT = 64 * 1024 * 1024  # bytes being read and scanned at once, over all threads
 PARALLEL_MIN = 8 * 1024 * 1024  # bytes to scan (all files) from which threads are used
 _THREADS_ENV = "DIAGNOSE_SCAN_THREADS"
 
 
 def default_workers() -> int:
-    """Scanning threads: one per core this process may use (DIAGNOSE_SCAN_THREADS overrides,
-    for tests and benchmarks)."""
+    """Scanning threads: one per core this process may use, DEFAULT_WORKERS at most
+    (DIAGNOSE_SCAN_THREADS overrides, up to MAX_WORKERS, for tests and benchmarks)."""
     wanted = os.environ.get(_THREADS_ENV, "")
     if wanted.isdigit() and int(wanted) > 0:
         return min(int(wanted), MAX_WORKERS)
-    return max(1, min(usable_cores(), MAX_WORKERS))
+    return max(1, min(usable_cores(), DEFAULT_WORKERS))
 
 
 def usable_cores() -> int:
