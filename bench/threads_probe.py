@@ -14,24 +14,19 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reallog
+import speed_bench
 
 KEPT = {"MALLOC_MMAP_THRESHOLD_": str(32 * 2**20), "MALLOC_TRIM_THRESHOLD_": str(32 * 2**20)}
 
 
-def timed(cmd: list[str], env: dict[str, str], runs: int) -> tuple[float, float]:
-    best, peak = float("inf"), 0.0
-    for _ in range(runs):
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _pid, _status, usage = os.wait4(proc.pid, 0)
-        best = min(best, time.perf_counter() - started)
-        peak = max(peak, usage.ru_maxrss / 1024)
-    return best, peak
+def best_of(cmd: list[str], env: dict[str, str], runs: int) -> tuple[float, float]:
+    """Best wall seconds and largest peak RSS (MB) of `runs` runs (speed_bench.run each)."""
+    timings = [speed_bench.run((cmd, env, None))[:2] for _ in range(runs)]
+    return min(seconds for seconds, _ in timings), max(rss for _, rss in timings)
 
 
 def main() -> None:
@@ -39,7 +34,7 @@ def main() -> None:
     parser.add_argument("--work", default="bench/out")
     parser.add_argument("--runs", type=int, default=2)
     args = parser.parse_args()
-    work = Path(args.work)
+    work = Path(args.work).resolve()  # speed_bench.run starts each process in the temp folder
     work.mkdir(parents=True, exist_ok=True)
     cores = len(os.sched_getaffinity(0))
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -51,9 +46,9 @@ def main() -> None:
         subprocess.run(cmd, env=base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)  # warm
         print(f"[{kind} 1 GiB, {cores} usable cores]  best of {args.runs}")
         for threads in sorted({1, 2, 4, 8, cores}):
-            seconds, rss = timed(cmd, {**base, "DIAGNOSE_SCAN_THREADS": str(threads)}, args.runs)
+            seconds, rss = best_of(cmd, {**base, "DIAGNOSE_SCAN_THREADS": str(threads)}, args.runs)
             print(f"  threads {threads:<3}                      {seconds:7.3f} s  {rss:6.0f} MB")
-        seconds, rss = timed(cmd, {**base, "DIAGNOSE_SCAN_THREADS": str(cores), **KEPT}, args.runs)
+        seconds, rss = best_of(cmd, {**base, "DIAGNOSE_SCAN_THREADS": str(cores), **KEPT}, args.runs)
         print(f"  threads {cores:<3} buffers kept         {seconds:7.3f} s  {rss:6.0f} MB")
         sys.stdout.flush()
 

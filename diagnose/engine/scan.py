@@ -398,22 +398,15 @@ class Scanner:
                 # Launcher prefixes are see-through: a pattern that does not match the whole line
                 # is tried on the line as the program wrote it (`^Traceback` after "[rank1]: ").
                 shift = 0  # where in the line the searched text starts
-                if quick:
-                    match = pattern.search(text)
-                    if match is None:
-                        if prefix is None:
-                            prefix = prefix_of(text)
-                        if prefix.width:
-                            match = pattern.search(text[prefix.width:])
-                            shift = prefix.width
-                else:
-                    match = pattern.search(text, timeout=limit)
-                    if match is None:
-                        if prefix is None:
-                            prefix = prefix_of(text)
-                        if prefix.width:
-                            match = pattern.search(text[prefix.width:], timeout=max(limit - (clock() - started), 0.001))
-                            shift = prefix.width
+                match = pattern.search(text) if quick else pattern.search(text, timeout=limit)
+                if match is None:
+                    if prefix is None:
+                        prefix = prefix_of(text)
+                    if prefix.width:
+                        rest = text[prefix.width:]
+                        match = (pattern.search(rest) if quick else
+                                 pattern.search(rest, timeout=max(limit - (clock() - started), 0.001)))
+                        shift = prefix.width
                 took = clock() - started
             except TimeoutError:
                 part.timeouts[index] = part.timeouts.get(index, 0) + 1
