@@ -30,11 +30,9 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
     from diagnose.engine.checks import checks
     from diagnose.engine.evaluate import run_rules
     from diagnose.engine.rank import rank_all
-    from diagnose.engine.runview import STALL_AFTER
-
     started = time.perf_counter()
     result = run_rules(rules.rules, evidence, engine=engine, since=since, until=until)
-    ranked = rank_all(result.findings, evidence, stall_after=STALL_AFTER if stall_after is None else stall_after)
+    ranked = rank_all(result.findings, evidence, stall_after=stall_after)
     run_timeline = None
     if timeline:
         from diagnose.engine.timeline import build_timeline

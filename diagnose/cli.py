@@ -294,10 +294,17 @@ def host_options(func: F) -> F:
 
 
 def search_dir_option(func: F) -> F:
-    func = click.option("--stall-after", "stall_after", default="10m", show_default=True, metavar="AGE",
-                        help="A live run silent this long (2h / 30m / 600s) with little CPU counts as stalled.")(func)
+    func = click.option("--stall-after", "stall_after", default=None, metavar="AGE",
+                        help="A live run silent this long (2h / 30m / 600s) with little CPU counts as stalled. "
+                             "Default: 10 x the run's usual gap between its progress lines (2 min to 2 h), "
+                             "10m when its log shows none.")(func)
     return click.option("--dir", "search_dirs", type=click.Path(path_type=Path), multiple=True,
                         help="Where to look for the run's files (may repeat; default: the working directory).")(func)
+
+
+def optional_age(value: str | None, name: str) -> float | None:
+    """parse_age, or None when the option was not given (the engine then goes by the run's cadence)."""
+    return None if value is None else parse_age(value, name)
 
 
 def parse_age(value: str, name: str) -> float:
@@ -376,6 +383,20 @@ def check_dirs(search_dirs: Sequence[Path]) -> None:
             raise DiagnoseError(f"--dir {folder}: cannot look into it ({exc.strerror or exc})") from None
 
 
+def check_dirs_on(remote: Any, search_dirs: Sequence[Path]) -> None:
+    """check_dirs on the far side of --host (through its exec prefix): the run's folders are there."""
+    where = getattr(remote, "name", "the host")
+    for folder in search_dirs:
+        try:
+            found = remote.stat(str(folder))
+        except PermissionError:
+            raise DiagnoseError(f"--dir {folder}: cannot look into it on {where} (permission denied)") from None
+        if found is None:
+            raise DiagnoseError(f"--dir {folder}: no such directory on {where}")
+        if not found.is_dir:
+            raise DiagnoseError(f"--dir {folder}: not a directory on {where}")
+
+
 def timed_diagnose(evidence: Any, ruleset: RuleSet, **kwargs: Any) -> Diagnosis:
     """app.diagnose with a progress line on stderr when it takes over a second on a terminal."""
     from diagnose.app import diagnose
@@ -422,7 +443,7 @@ def stdin_as_file(paths: Sequence[str]) -> Any:
 def run_command(ctx: click.Context, targets: tuple[str, ...], formats: tuple[str, ...], fail_on: str, since: str | None,
                 until: str | None, output: Path | None, verbose: bool, quiet: bool, color: str,
                 sarif_category: str | None, rule_dirs: tuple[Path, ...], config_path: Path | None,
-                search_dirs: tuple[Path, ...], stall_after: str, hosts: str | None, hostfile: Path | None,
+                search_dirs: tuple[Path, ...], stall_after: str | None, hosts: str | None, hostfile: Path | None,
                 slurm_job: str | None, host: str | None, exec_prefix: str | None, engine: str) -> None:
     """Diagnose RUN_ID (a run on this machine, behind --host, on --hosts, or a Slurm job's) or
     BUNDLE... (saved bundles; several are the nodes of one run, merged). `diagnose RUN_ID` is the
@@ -457,8 +478,6 @@ def run_command(ctx: click.Context, targets: tuple[str, ...], formats: tuple[str
         slurm_job = job_from_env()
         if slurm_job is None:
             raise click.UsageError("give a RUN_ID or BUNDLE (or --slurm-job JOBID)")
-    if nodes is None and slurm_job is None:
-        check_dirs(search_dirs)  # with --hosts / a Slurm job's nodes, --dir names the nodes' folders
     if bundles:
         if nodes is not None or slurm_job is not None:
             raise DiagnoseError("--hosts/--hostfile/--slurm-job collect live; bundles were collected already")
@@ -475,7 +494,7 @@ def run_command(ctx: click.Context, targets: tuple[str, ...], formats: tuple[str
         run_id = targets[0] if targets else None
         if run_id is not None:
             check_run_id(run_id)
-        age = parse_age(stall_after, "stall-after")
+        age = optional_age(stall_after, "stall-after")
         # An ssh node's logs are searched there with the rules' patterns: the rules first.
         ruleset = load_ruleset(rule_dirs, config.rule_dirs)
         patterns = node_patterns(ruleset, nodes, slurm_job)
@@ -497,24 +516,28 @@ def run_command(ctx: click.Context, targets: tuple[str, ...], formats: tuple[str
         check_run_id(target)
         terminal = any(name == "terminal" and to is None for name, to in chosen)
         progress = terminal and sys.stderr.isatty()
-        age = parse_age(stall_after, "stall-after")
+        age = optional_age(stall_after, "stall-after")
         if host is not None or config.host:
             from diagnose.app import log_patterns, open_host
 
             # A remote run's logs are searched there with the rules' patterns: the rules first.
             ruleset = load_ruleset(rule_dirs, config.rule_dirs)
             remote = open_host(config, host, exec_prefix)
+            check_dirs_on(remote, search_dirs)
             pending = start_run(target, config, list(search_dirs), progress=progress, stall_after=age, host=remote,
                                 log_patterns=log_patterns(ruleset), engine=engine)
         else:
             if exec_prefix is not None:
                 raise DiagnoseError("--exec needs --host (or target in the [host] table of the config)")
+            # --dir names this machine's folders here; with --host (or [host] in the config) the far
+            # side's, checked there; with --hosts / a Slurm job's nodes, the nodes'.
+            check_dirs(search_dirs)
             # Collect in the background while the rules load: the two take about as long.
             pending = start_run(target, config, list(search_dirs), progress=progress, stall_after=age)
             ruleset = load_ruleset(rule_dirs, config.rule_dirs)
         evidence = pending.evidence()
     diagnosis = timed_diagnose(evidence, ruleset, engine=engine, since=since_t, until=until_t,
-                               stall_after=parse_age(stall_after, "stall-after"), timeline=wants_timeline(chosen))
+                               stall_after=optional_age(stall_after, "stall-after"), timeline=wants_timeline(chosen))
     ctx.exit(emit(diagnosis, chosen, fail_on, verbose, ruleset, color=resolve_color(color), quiet=quiet,
                   category=sarif_category))
 
@@ -548,7 +571,7 @@ def node_output(out: Path) -> Path:
 @click.option("--log", "logs", multiple=True, hidden=True)
 @guarded
 def collect_command(run_id: str | None, out: Path, config_path: Path | None, search_dirs: tuple[Path, ...],
-                    stall_after: str, hosts: str | None, hostfile: Path | None, slurm_job: str | None, host: str | None,
+                    stall_after: str | None, hosts: str | None, hostfile: Path | None, slurm_job: str | None, host: str | None,
                     exec_prefix: str | None, verbose: bool, raw: bool, as_node: bool, logs: tuple[str, ...]) -> None:
     """Save everything about RUN_ID as a bundle (logs, kernel log, tmux, GPUs, packages, ...);
     `diagnose BUNDLE` on any machine then gives the same causes. Secrets found in the copies
@@ -568,7 +591,7 @@ def collect_command(run_id: str | None, out: Path, config_path: Path | None, sea
         raise click.UsageError("give a RUN_ID (or --slurm-job JOBID)")
     if run_id is not None:
         check_run_id(run_id)
-    age = parse_age(stall_after, "stall-after")
+    age = optional_age(stall_after, "stall-after")
     if nodes is not None or slurm_job is not None:
         from diagnose.live.slurm import check_job_id
 
@@ -597,8 +620,11 @@ def collect_command(run_id: str | None, out: Path, config_path: Path | None, sea
         # the head and tail); `diagnose BUNDLE` with other rules says so.
         ruleset = load_ruleset((), config.rule_dirs)
         remote = open_host(config, host, exec_prefix)
+        check_dirs_on(remote, search_dirs)
     elif exec_prefix is not None:
         raise DiagnoseError("--exec needs --host (or target in the [host] table of the config)")
+    else:
+        check_dirs(search_dirs)
     written, manifest = collect_bundle(run_id, config, list(search_dirs), out, progress=sys.stderr.isatty() and not as_node,
                                        raw=raw, stall_after=age, host=remote, rules=ruleset, logs=logs, node=as_node)
     for name, status in manifest.collectors.items():
@@ -890,7 +916,7 @@ def launch_command(ctx: click.Context, run_id: str, command: tuple[str, ...], vi
 @click.pass_context
 def watch_command(ctx: click.Context, run_id: str | None, every: str, fmt: str, fail_on: str, verbose: bool,
                   rule_dirs: tuple[Path, ...], config_path: Path | None, search_dirs: tuple[Path, ...],
-                  stall_after: str, hosts: str | None, hostfile: Path | None, exec_prefix: str | None,
+                  stall_after: str | None, hosts: str | None, hostfile: Path | None, exec_prefix: str | None,
                   slurm_job: str | None) -> None:
     """Follow RUN_ID (started by `diagnose launch`, or found as `diagnose RUN_ID` finds it) and
     print one line per change: started, first output, first step, log silent, busy, process
@@ -903,7 +929,8 @@ def watch_command(ctx: click.Context, run_id: str | None, every: str, fmt: str, 
     from diagnose.live.config import load_config
 
     config = load_config(config_path)
-    seconds, stall = parse_seconds(every, "every"), parse_age(stall_after, "stall-after")
+    # The follower decides as it goes, before the run has a cadence to read: the fixed default.
+    seconds, stall = parse_seconds(every, "every"), parse_age(stall_after or "10m", "stall-after")
 
     def on_event(event: Any) -> None:
         if fmt == "json":

@@ -6,8 +6,11 @@ run's kind killed at or after the log's last write, while no process of the run 
 kernel kills; the log stops). It is *elsewhere* when it cannot be the run's: another cgroup than
 the run's known ones, outside the run's window, or an OOM kill of another pid than the one the
 run's own logs say died of SIGKILL. Name and time never tie an OOM kill to a run whose every
-log ends in an exception its program raised (a SIGKILLed process prints none). Anything else
-is *unattributed*: context at most, never the root cause.
+log ends in an exception its program raised (a SIGKILLed process prints none), nor any kill or
+fault to a run that said how it ended: the trainer's words for done, exit status 0, or the
+shell's error for a launch that never started the program (runview.LogEnd). Name and time is
+the weakest tie: it never outranks what the run said of itself. Anything else is
+*unattributed*: context at most, never the root cause.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from diagnose.engine.kernel_events import KernelEvent
-from diagnose.engine.runview import RunView
+from diagnose.engine.runview import LogEnd, RunView
+
+# Endings the run told of itself that rule out a kill or fault tied by name and time alone. An
+# exception rules out only an OOM kill (below: a GPU fault is often what raised it).
+_SAID_HOW = (LogEnd.FINISHED, LogEnd.EXITED_0, LogEnd.LAUNCH_FAILED, LogEnd.SHELL_ERROR)
 
 OWN = "own"
 UNATTRIBUTED = "unattributed"
@@ -60,6 +67,11 @@ def attribute(event: KernelEvent, view: RunView) -> Attribution:
         # neighbour's on a shared host, however close in time.
         named = ", ".join(str(p) for p in sorted(view.killed_pids)[:4])
         return Attribution(ELSEWHERE, f"the run's own SIGKILLed process was pid {named}, not {event.pid}")
+    if view.ended_by_itself in _SAID_HOW:
+        # The run said how it ended (done, exit 0, a launch the shell could not start): a kill
+        # or fault of a process of its kind nearby, tied by nothing but name and time, is not it.
+        return Attribution(UNATTRIBUTED, f"{event.describe()}: {view.ended_by_itself.value}, and nothing ties "
+                                         "that process to the run (pid, cgroup)")
     tie = _by_name_and_time(event, view)
     if tie:
         return Attribution(OWN, tie)

@@ -34,6 +34,16 @@ def prepare(total_bytes: int) -> None:
         threading.Thread(target=_load, args=(_loading,), name="diagnose-numpy", daemon=True).start()
 
 
+def load_now() -> bool:
+    """Import numpy on this thread (before a fork: a child must not wait for a thread it does
+    not have); whether the counts use it."""
+    global _loading
+    if _np is None and _loading is None:
+        _loading = threading.Event()
+        _load(_loading)
+    return _np is not None
+
+
 def _load(done: threading.Event) -> None:
     global _np
     # No BLAS is used: without this, OpenBLAS starts a thread per core as numpy loads

@@ -22,7 +22,8 @@ from diagnose.engine.causes import UNRECOGNISED
 from diagnose.engine.errorlines import ErrorLine, log_error_line
 from diagnose.engine.findings import Cause, Finding, reread_gap
 from diagnose.engine.kernel_events import KernelEvent, kernel_events
-from diagnose.engine.runview import STALL_AFTER, RunView, run_view
+from diagnose.engine.runview import RunView, run_view
+from diagnose.engine.sameevent import fold_same_event
 from diagnose.engine.state import FINISHED, RUNNING, RunState, derive_state, state_causes
 from diagnose.engine.tracebacks import Crash, find_crashes, on_clock, read_crashes
 from diagnose.evidence.lines import strip_prefix
@@ -95,7 +96,7 @@ def rank(findings: Sequence[Finding], evidence: Evidence, min_severity: str | No
 
 
 def rank_all(findings: Sequence[Finding], evidence: Evidence, min_severity: str | None = None,
-             stall_after: float = STALL_AFTER) -> Ranked:
+             stall_after: float | None = None) -> Ranked:
     """Attribute host events to the run, derive its state, then rank: own causes and causes of the
     run's logs by tier and score; unattributed host events as context; other runs' apart."""
     view = run_view(evidence, stall_after)
@@ -136,7 +137,7 @@ def rank_all(findings: Sequence[Finding], evidence: Evidence, min_severity: str 
     quoted = frozenset(item.source for c, _ in pairs for item in c.evidence)
     pairs.extend((c, (0, 0)) for c in state_causes(run_state, view, have_root, quoted))
     pairs.sort(key=lambda pair: _sort_key(*pair))
-    causes = [cause for cause, _ in pairs]
+    causes = fold_same_event([cause for cause, _ in pairs])
     roots = [c for c in causes if tier(c.role, c.severity) == 0]
     symptoms = tuple(c.id for c in causes if c.role == Role.SYMPTOM)
     if roots and symptoms:

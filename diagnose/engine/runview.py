@@ -11,15 +11,33 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
+from itertools import pairwise
 from typing import Any
 
 from diagnose.evidence import logview
-from diagnose.evidence.lines import LogClock, log_clock, log_time, strip_ansi
+from diagnose.evidence.lines import (
+    LogClock,
+    is_finish_line,
+    log_clock,
+    log_time,
+    progress_of,
+    strip_ansi,
+    strip_prefix,
+)
 from diagnose.evidence.model import Evidence, TextFile, TextKind
 
 LOG_TAIL = 1024 * 1024
 LOG_HEAD = 64 * 1024
-STALL_AFTER = 600.0  # seconds of silence before a live run counts as stalled (--stall-after)
+STALL_AFTER = 600.0  # seconds of silence before a live run counts as stalled, when its cadence is unknown
+# A run's own cadence sets the stall threshold when --stall-after is not given: CADENCE_TIMES x the
+# median gap between its last CADENCE_LINES timestamped progress lines (or its last tqdm bar's
+# time per iteration), kept between STALL_MIN and STALL_MAX (an eval or a checkpoint save may stay
+# silent for minutes; a run that steps every 5 minutes is not stalled after 10).
+CADENCE_TIMES = 10.0
+CADENCE_LINES = 50
+STALL_MIN = 120.0
+STALL_MAX = 7200.0
 
 # pids a training log prints about its own processes (torchelastic's summary, DataLoader,
 # torchrun's teardown); a kernel event of one of these is the run's own.
@@ -47,6 +65,28 @@ _PID_GUARDS = (None, None, None, None, "return code", "worker ")
 # program ended by its own exception: torchrun's ChildFailedError, mp.spawn's "terminated with signal".
 _SIGNAL_DEATH = re.compile(r"SIGKILL|[Ss]ignal 9\b|exitcode: -9|\bKilled\b|ChildFailedError|SignalException|ProcessExitedException")
 ENDS_WITHIN = 5  # lines after a final traceback that still count as the log's end (a blank, a launcher's echo)
+# The words a shell, a launcher or the interpreter print when the program could not be started
+# (bash "bash: pythn: command not found", "bash: cd: /x: No such file or directory", dash
+# "sh: 1: pythn: not found", "nohup: failed to run command", env, timeout, "python3: can't open
+# file"): a line "NAME: ... PHRASE", NAME a word or path with no blank, not an exception's name
+# (a Python exception is read as one: _ends_in_exception). A SIGKILLed process prints none.
+_LAUNCH_FAILED = re.compile(
+    r"^(?![\w.]*(?:Error|Exception|Warning):)[^\s:]{1,200}(?:: line [0-9]{1,9}| [0-9]{1,9}|: [0-9]{1,9})?: [^\n]{0,400}?"
+    r"(?:command not found|: not found|No such file or directory|Permission denied|cannot execute|bad interpreter"
+    r"|failed to run command|can't open file)")
+END_LINES = 6  # a log's last non-blank lines read for how it ended (the state reads as many)
+LAUNCH_LINES = 20  # non-blank lines at most of a log whose launch failed (a banner, an echo, the error)
+
+
+class LogEnd(Enum):
+    """How a log's last lines say the run ended, when they say it themselves."""
+
+    NOT_SAID = ""
+    EXCEPTION = "its logs end in its own exceptions"
+    FINISHED = "its logs end with the trainer's own words for done"
+    LAUNCH_FAILED = "its launch failed before the program started (its log holds only the shell's error)"
+    SHELL_ERROR = "its log ends in the shell's own error for a command it could not run"
+    EXITED_0 = "it exited with status 0"
 _PYTHONISH = re.compile(r"^(?:python[0-9.]*|pt_[a-z_]+|torchrun|accelerate|deepspeed|pt_main_thread|pt_data_worker)$")
 
 
@@ -69,8 +109,12 @@ class RunView:
     # Every log of the run ends in an exception its program raised: a process the kernel
     # SIGKILLs prints none, so a kill after that end is not how the run ended.
     ended_by_exception: bool = False
+    # How the run ended by its own account, when every log (or its exit records) says it did:
+    # no kill by the kernel is tied to it by name and time then.
+    ended_by_itself: LogEnd = LogEnd.NOT_SAID
     stacks: tuple[tuple[int, str], ...] = ()  # py-spy dumps of the run's live processes
     stall_after: float = STALL_AFTER
+    stall_basis: str = "the default"  # where stall_after comes from, as the report says it
 
     def silent_for(self) -> float | None:
         if self.last_write is None or self.collected_at is None:
@@ -100,7 +144,9 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
-def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
+def run_view(evidence: Evidence, stall_after: float | None = None) -> RunView:
+    """The run as the engine sees it. `stall_after`: --stall-after's seconds, if given; else the
+    run's own cadence sets it (stall_threshold)."""
     identity: Any = getattr(evidence, "identity", None)
     pids: dict[int, str] = {}
     cgroups: set[str] = set()
@@ -156,9 +202,15 @@ def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
     end_source = "the log's last write" if last_write is not None else ""
     first_time: float | None = None
     ended_by_exception = bool(logs)
+    ends: set[LogEnd] = set()
+    gaps: list[float] = []
     for text in logs:
-        printed, first, last, sigkilled, last_line = _read_log(text)
-        ended_by_exception = ended_by_exception and _ends_in_exception(text, last_line)
+        printed, first, last, sigkilled, last_line, end, gap = _read_log(text)
+        if gap is not None:
+            gaps.append(gap)
+        ends_in_exception = _ends_in_exception(text, last_line)
+        ended_by_exception = ended_by_exception and ends_in_exception
+        ends.add(LogEnd.EXCEPTION if ends_in_exception else end)
         first, last = text.on_clock(first), text.on_clock(last)
         for pid in printed | sigkilled:
             pids.setdefault(pid, f"printed in {text.display}")
@@ -169,13 +221,87 @@ def run_view(evidence: Evidence, stall_after: float = STALL_AFTER) -> RunView:
             last_write, end_source = last, "the log's last timestamp"
     if start is None and first_time is not None:
         start, start_source = first_time, "the first timestamped log line"
+    by_itself = _ended_by_itself(ends, evidence, killed)
+    threshold, basis = stall_threshold(stall_after, max(gaps) if gaps else None)
     return RunView(
         known=identity is not None or evidence.run.mode == "live", pids=pids, cgroups=frozenset(cgroups),
         comms=frozenset(comms), alive=alive, alive_pids=tuple(sorted(alive_pids)), start=start,
         start_source=start_source, last_write=last_write, end_source=end_source, collected_at=collected_at,
-        has_logs=bool(logs), missing_logs=tuple(missing), stacks=tuple(stacks), stall_after=stall_after,
+        has_logs=bool(logs), missing_logs=tuple(missing), stacks=tuple(stacks), stall_after=threshold,
+        stall_basis=basis,
         killed_pids=frozenset(killed), ended_by_exception=ended_by_exception and not killed,
+        ended_by_itself=by_itself,
     )
+
+
+def stall_threshold(asked: float | None, gap: float | None) -> tuple[float, str]:
+    """Seconds of silence after which the live run is stalled, and why that many: --stall-after
+    when given, else CADENCE_TIMES x the run's usual gap between progress lines (`gap`; the
+    slowest log's, of several), bounded, else STALL_AFTER."""
+    if asked is not None:
+        return asked, "--stall-after"
+    if gap is None:
+        return STALL_AFTER, "the default (its log shows no cadence to go by)"
+    threshold = min(max(CADENCE_TIMES * gap, STALL_MIN), STALL_MAX)
+    return threshold, f"{CADENCE_TIMES:.0f} x its usual {_seconds(gap)} between progress lines, within {_seconds(STALL_MIN)}-{_seconds(STALL_MAX)}"
+
+
+def _seconds(value: float) -> str:
+    if value < 10:
+        return f"{value:.1f} s"
+    if value < 120:
+        return f"{value:.0f} s"
+    if value < 7200:
+        return f"{value / 60:.0f} min"
+    return f"{value / 3600:.0f} h"
+
+
+def cadence(lines: list[str], year: int | None, not_after: float | None) -> float | None:
+    """The run's usual gap, in seconds, between its progress lines: the median gap between the
+    times of its last CADENCE_LINES progress lines that carry one; else its last tqdm bar's time
+    per iteration (tqdm prints a bar at least that often); None when the log shows neither."""
+    times: list[float] = []
+    bar: str | None = None
+    for line in reversed(lines[-20 * CADENCE_LINES:]):
+        body = strip_prefix(line)
+        if progress_of(body) is None:
+            continue
+        if bar is None and ("it/s" in body or "s/it" in body):
+            bar = body
+        moment = log_time(line, year, not_after)
+        if moment is not None:
+            times.append(moment)
+            if len(times) > CADENCE_LINES:
+                break
+    gaps = sorted(abs(a - b) for a, b in pairwise(times) if a != b)
+    if len(gaps) >= 4:
+        return gaps[len(gaps) // 2]
+    if bar is not None:
+        rate = _TQDM_RATE.search(bar.rsplit("\r", 1)[-1])
+        if rate is not None:
+            value = float(rate.group("value"))
+            per_iteration = value if rate.group("unit") == "s/it" else (1.0 / value if value > 0 else None)
+            if per_iteration is not None:
+                return max(per_iteration, 0.1)  # tqdm's own refresh: at most every 0.1 s
+    return None
+
+
+# tqdm's rate at a bar's end: "[00:50<07:30,  2.00it/s]" or "[01:40<1:23:20,  5.00s/it]".
+_TQDM_RATE = re.compile(r"<[0-9:?]{1,12}, {0,4}(?P<value>[0-9]{1,9}(?:\.[0-9]{1,6})?)(?P<unit>it/s|s/it)")
+
+
+def _ended_by_itself(ends: set[LogEnd], evidence: Evidence, killed: set[int]) -> LogEnd:
+    """How the run ended by its own account: every exit record says status 0, or every log's
+    end says the same (an exception, the trainer's words for done, a failed launch). Nothing
+    when a pid is known to have died of SIGKILL."""
+    if killed:
+        return LogEnd.NOT_SAID
+    codes = [e for e in evidence.exits or () if e.code is not None or e.signal is not None]
+    if codes and all(e.code == 0 and e.signal is None for e in codes):
+        return LogEnd.EXITED_0
+    if len(ends) == 1:
+        return next(iter(ends))
+    return LogEnd.NOT_SAID
 
 
 def own_logs(evidence: Evidence) -> tuple[TextFile, ...]:
@@ -204,15 +330,16 @@ def _ends_in_exception(text: TextFile, last_line: int) -> bool:
     return not _SIGNAL_DEATH.search(" ".join([final.summary, *(line for _n, line in final.lines[-20:])]))
 
 
-def _read_log(source: TextFile) -> tuple[set[int], float | None, float | None, set[int], int]:
+def _read_log(source: TextFile) -> tuple[set[int], float | None, float | None, set[int], int, LogEnd, float | None]:
     """pids the log prints, its first and its last timestamp, the pids it says were SIGKILLed,
-    and the number of its last line."""
+    the number of its last line, what its last lines say of how it ended (not of an exception:
+    _ends_in_exception reads that), and its cadence (the usual gap between progress lines)."""
     mtime = source.mtime
     try:
         head = logview.head(source, LOG_HEAD)
         tail, first_line = logview.tail(source, LOG_TAIL)
     except Exception:  # a log the scanner read but we cannot re-read: nothing more to learn here
-        return set(), None, None, set(), 0
+        return set(), None, None, set(), 0, LogEnd.NOT_SAID, None
     text = strip_ansi(tail).decode("utf-8", errors="replace")
     # year-less times (glog, ts) take their year from the log's own dates, else its mtime
     clock = log_clock(strip_ansi(head).decode("utf-8", errors="replace"), text[-64 * 1024:], mtime)
@@ -224,12 +351,31 @@ def _read_log(source: TextFile) -> tuple[set[int], float | None, float | None, s
             printed.update(int(p) for p in re.findall(r"\d{1,10}", match.group(1)))
     sigkilled = {int(match.group(1)) for pattern in _KILLED_PIDS for match in pattern.finditer(text)}
     last: float | None = None
-    for line in reversed(text.splitlines()[-200:]):
+    lines = text.splitlines()
+    for line in reversed(lines[-200:]):
         last = log_time(line, clock.year, clock.not_after)
         if last is not None:
             break
     last_line = first_line + tail.rstrip(b"\n").count(b"\n") if tail.strip() else 0
-    return printed, first, last, sigkilled, last_line
+    gap = cadence(lines, clock.year, clock.not_after)
+    return printed, first, last, sigkilled, last_line, _log_end(text, whole=first_line <= 1), gap
+
+
+def _log_end(text: str, whole: bool) -> LogEnd:
+    """What a log's last non-blank lines say of how it ended: the trainer's words for done, or
+    the shell's for a command it could not run (a launch that failed, when that is nearly all
+    the log holds: `whole`, the text is the whole log)."""
+    raw = [line.strip() for line in text[-64 * 1024:].splitlines() if line.strip()]
+    lines = [strip_prefix(line) for line in raw]
+    ending = lines[-END_LINES:]
+    # The shell's own line as it wrote it ("python3: can't open file" reads like a pdsh prefix).
+    if any(_LAUNCH_FAILED.search(line[:2000]) for line in raw[-3:]):
+        if whole and len(lines) <= LAUNCH_LINES and not any(progress_of(line) for line in lines):
+            return LogEnd.LAUNCH_FAILED
+        return LogEnd.SHELL_ERROR
+    if any(is_finish_line(line) for line in ending):
+        return LogEnd.FINISHED
+    return LogEnd.NOT_SAID
 
 
 def _pid_matches(pattern: re.Pattern[str], guard: str | None, text: str, lowered: str) -> Iterator[re.Match[str]]:

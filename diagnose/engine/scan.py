@@ -224,6 +224,34 @@ class _Stops:
                 self.at[index] = (self.slow[index], part, line)
                 self.stopped = self.stopped | {index}
 
+    def stop(self, stopped: frozenset[int]) -> None:
+        """In a worker process: the patterns the parent has stopped since the fork."""
+        for index in stopped - self.stopped:
+            self.budget[index] = 0.0
+        self.stopped = self.stopped | stopped
+
+    def spent(self) -> dict[int, tuple[int, float]]:
+        """What was charged so far, per pattern: (slow lines, seconds)."""
+        return {index: (slow, CONFIRM_BUDGET - self.budget[index]) for index, slow in self.slow.items()}
+
+    def absorb(self, before: dict[int, tuple[int, float]], after: dict[int, tuple[int, float]],
+               part: int, at: dict[int, tuple[int, int, int]], lines: int) -> None:
+        """Charge what a worker process charged for one part of `lines` lines (`after` less
+        `before`), and stop a pattern it stopped there (`at`: its record of where) or whose
+        budget the parts together have now spent (from the part's end: it checked it all)."""
+        with self.lock:
+            for index, (slow, took) in after.items():
+                was_slow, was_took = before.get(index, (0, 0.0))
+                if slow == was_slow:
+                    continue
+                self.slow[index] = self.slow.get(index, 0) + slow - was_slow
+                self.budget[index] -= took - was_took
+                if index not in self.at and (self.budget[index] <= 0.0 or index in at):
+                    self.budget[index] = 0.0
+                    line = at[index][2] if index in at and at[index][1] == part else lines
+                    self.at[index] = (self.slow[index], part, line)
+                    self.stopped = self.stopped | {index}
+
 
 Pieces: TypeAlias = Iterator[tuple[bytearray, int]]
 
@@ -688,6 +716,33 @@ def default_workers() -> int:
     return max(1, min(usable_cores(), DEFAULT_WORKERS))
 
 
+# From this many bytes in all a scan may use worker processes (engine/forkmap.py) instead of
+# threads: a fork per core costs a few milliseconds each, repaid on a big log.
+FORK_MIN = 128 * 1024 * 1024
+_FORK_FAILURES: tuple[type[BaseException], ...] = (OSError, RuntimeError, ImportError)
+
+
+def _fork_wanted() -> bool:
+    from diagnose.engine import forkmap
+
+    return forkmap.wanted(usable_cores())
+
+
+def _fork_possible() -> bool:
+    from diagnose.engine import forkmap
+
+    return forkmap.available()
+
+
+def default_processes() -> int:
+    """Worker processes for a big scan: one per core this process may use (they share no GIL),
+    MAX_WORKERS at most; DIAGNOSE_SCAN_THREADS sets them too, for tests and benchmarks."""
+    wanted = os.environ.get(_THREADS_ENV, "")
+    if wanted.isdigit() and int(wanted) > 0:
+        return min(int(wanted), MAX_WORKERS)
+    return max(1, min(usable_cores(), MAX_WORKERS))
+
+
 def usable_cores() -> int:
     """The cores this process may run on (its affinity mask, else the machine's count)."""
     try:
@@ -707,15 +762,23 @@ def part_bytes(workers: int) -> int:
 
 
 def scan_files(jobs: Sequence[tuple[TextFile, Scanner]], workers: int | None = None,
-               chunk_bytes: int | None = None) -> list[FileScan]:
+               chunk_bytes: int | None = None, processes: bool | None = None) -> list[FileScan]:
     """Scan each (file, scanner), the parts of all files on `workers` threads (one core each;
-    matching holds no lock), merged per file in order. Results are those of one thread."""
+    matching holds no lock) or, for a big scan, in as many forked processes (engine/forkmap.py;
+    `processes` True/False forces the choice where forking is possible), merged per file in
+    order. Results are those of one thread."""
     started = time.perf_counter()
     total = sum(file_size(source.path) for source, _ in jobs)
+    forked = bool(processes) and _fork_possible()
+    explicit = bool(workers)
     if not workers:
         # A small scan stays on this thread: starting a pool (and importing it) costs more than
         # it saves, and numpy is not imported (bytecount.NUMPY_WORTH).
         workers = default_workers() if total >= PARALLEL_MIN or _THREADS_ENV in os.environ else 1
+        forked = forked or (processes is None and total >= FORK_MIN and _fork_wanted())
+    threads = workers  # if the workers cannot be forked after all
+    if forked and not explicit:
+        workers = default_processes()
     wanted = os.environ.get("DIAGNOSE_SCAN_PART", "")  # for tests and benchmarks: parts of this size
     chunk_bytes = chunk_bytes or (int(wanted) if wanted.isdigit() and int(wanted) > 0 else None)
     piece = chunk_bytes or part_bytes(workers)
@@ -725,11 +788,17 @@ def scan_files(jobs: Sequence[tuple[TextFile, Scanner]], workers: int | None = N
     for number, (source, scanner) in enumerate(jobs):
         tasks.extend(scanner.plan(source, number, piece, read))
         stops.append(_Stops(len(scanner.patterns)))
-    prepare_counts(total)
+    vector = workers > 1
+    if not forked:
+        prepare_counts(total)  # numpy counts newlines and strips escapes off the GIL, for threads
+    else:
+        # A worker process has the GIL to itself; numpy still counts 2-4 x faster than bytes.count,
+        # which repays its import (0.1-0.4 s, before the fork) only where each worker has much to read.
+        vector = total // workers >= NUMPY_SHARE and _numpy_now()
     if total >= PARALLEL_MIN:
         keep_freed_buffers(workers)
     for task in tasks:
-        task.vector_escapes = workers > 1
+        task.vector_escapes = vector
     left = [0] * len(jobs)  # parts of each file still to come
     for task in tasks:
         left[task.file] += 1
@@ -759,12 +828,28 @@ def scan_files(jobs: Sequence[tuple[TextFile, Scanner]], workers: int | None = N
         # Each file's last part first: the crash finder reads its tail on that thread while the
         # other parts are matched on the others (it holds the GIL, matching does not). Where
         # cores are few that only adds to the memory held at once (the tail's text beside every
-        # thread's buffers), and the tail is read after the scan instead.
-        if workers >= BESIDE_CORES:
+        # thread's buffers), and the tail is read after the scan instead; worker processes
+        # share no GIL, so there it is always read beside the matching.
+        if workers >= BESIDE_CORES or forked:
             for task in tasks:
                 task.crashes = task.window > 0
             tasks.sort(key=lambda task: task.window == 0)
-        _run_parallel(jobs, tasks, stops, collect, workers)
+        if forked:
+            try:
+                _run_forked(jobs, tasks, stops, collect, workers)
+            except _FORK_FAILURES:
+                # No worker processes here after all (a sandbox, a worker killed): the threads
+                # scan everything again, from the start.
+                stops[:] = [_Stops(len(scanner.patterns)) for _source, scanner in jobs]
+                left[:] = [sum(1 for task in tasks if task.file == n) for n in range(len(jobs))]
+                parts[:] = [[] for _ in jobs]
+                results[:] = [None] * len(jobs)
+                forked = False
+                prepare_counts(total)
+                for task in tasks:
+                    task.vector_escapes = True
+        if not forked:
+            _run_parallel(jobs, tasks, stops, collect, threads)
     return [result if result is not None else jobs[n][1].merge(jobs[n][0], stops[n], [], started)
             for n, result in enumerate(results)]
 
@@ -800,6 +885,74 @@ def _run_parallel(jobs: Sequence[tuple[TextFile, Scanner]], tasks: list[_Task], 
             for _task, future in queue:
                 future.cancel()
             raise
+
+
+@dataclass(frozen=True)
+class _Matched:
+    """A match as it leaves a worker process (regex's Match cannot be pickled): what the merge
+    reads of it."""
+
+    groups: dict[str, str | Any]
+    where: tuple[int, int]
+
+    def groupdict(self) -> dict[str, str | Any]:
+        return self.groups
+
+    def span(self) -> tuple[int, int]:
+        return self.where
+
+
+def _portable(part: _Part) -> _Part:
+    """A part's hits with their matches made plain, to be pickled back from a worker."""
+    for by_rank in part.hits.values():
+        for found in by_rank.values():
+            for first in found.first:
+                first.match = _Matched(first.match.groupdict(), first.match.span())
+            found.pending = deque(((line, text, _Matched(match.groupdict(), match.span()), shift)
+                                   for line, text, match, shift in found.pending), maxlen=KEEP)
+    return part
+
+
+Charged: TypeAlias = tuple[dict[int, tuple[int, float]], dict[int, tuple[int, float]], dict[int, tuple[int, int, int]]]
+
+
+def _forked_scan(jobs: Sequence[tuple[TextFile, Scanner]], tasks: Sequence[_Task], stops: Sequence[_Stops],
+                 number: int, stopped: frozenset[int]) -> tuple[_Part, Charged]:
+    """In a worker process: one part scanned, with the plan and the compiled patterns it
+    inherited at the fork; its file's confirmation budget is this worker's copy, told which
+    patterns the parent has stopped since, and what it charged goes back with the part."""
+    task = tasks[number]
+    source, scanner = jobs[task.file]
+    file_stops = stops[task.file]
+    file_stops.stop(stopped)
+    before = file_stops.spent()
+    known = set(file_stops.at)
+    part = scanner.scan_part(source, file_stops, task)
+    at = {index: where for index, where in file_stops.at.items() if index not in known}
+    return _portable(part), (before, file_stops.spent(), at)
+
+
+def _run_forked(jobs: Sequence[tuple[TextFile, Scanner]], tasks: list[_Task], stops: list[_Stops],
+                collect: Callable[[_Task, _Part], None], workers: int) -> None:
+    from functools import partial
+
+    from diagnose.engine.forkmap import fork_map
+
+    work = partial(_forked_scan, jobs, tasks, stops)
+    orders = ((number, stops[task.file].stopped) for number, task in enumerate(tasks))
+    for number, (part, (before, after, at)) in enumerate(fork_map(work, orders, workers, workers * 3)):
+        task = tasks[number]
+        stops[task.file].absorb(before, after, task.part, at, part.newlines)
+        collect(task, part)
+
+
+NUMPY_SHARE = 256 * 1024 * 1024  # bytes per worker process from which numpy is imported before the fork
+
+
+def _numpy_now() -> bool:
+    from diagnose.engine import bytecount
+
+    return bytecount.load_now()
 
 
 def prepare_counts(total_bytes: int) -> None:

@@ -15,7 +15,7 @@ from diagnose.engine.causes import EngineCause
 from diagnose.engine.errorlines import log_error_line
 from diagnose.engine.findings import Cause
 from diagnose.engine.kernel_events import KernelEvent
-from diagnose.engine.runview import RunView, own_logs
+from diagnose.engine.runview import LogEnd, RunView, own_logs
 from diagnose.engine.tracebacks import find_crashes
 from diagnose.evidence import logview
 from diagnose.evidence.lines import is_finish_line, strip_ansi, strip_prefix
@@ -55,13 +55,16 @@ def derive_state(evidence: Evidence, view: RunView, events: Sequence[KernelEvent
         cpu = _cpu(evidence)
         if silent is not None and silent > view.stall_after and (cpu is None or cpu < LOW_CPU_PCT):
             use = f", {cpu:.1f} % CPU" if cpu is not None else ""
-            return state(STALLED, f"alive (pid {_pids(view)}), but its log has been silent for {_ago(silent)}{use}")
+            return state(STALLED, f"alive (pid {_pids(view)}), but its log has been silent for {_ago(silent)}{use} "
+                                  f"(stalled after {_ago(view.stall_after)}: {view.stall_basis})")
         age = f"; last output {_ago(silent)} ago" if silent is not None else ""
         return state(RUNNING, f"alive (pid {_pids(view)}){age}")
     if view.missing_logs and not any(_has_content(t.path) for t in own_logs(evidence)):
         return state(NEVER_STARTED, f"the expected log {view.missing_logs[0]} was never written and no process of "
                                     "the run is alive")
     codes = [e for e in evidence.exits or () if e.code is not None or e.signal is not None]
+    if view.ended_by_itself is LogEnd.LAUNCH_FAILED and own_oom is None:
+        return state(NEVER_STARTED, "the shell could not start the program: its log holds only the shell's error")
     if own_oom is not None:
         return state(CRASHED, f"the kernel OOM-killed {own_oom.comm} (pid {own_oom.pid})")
     if any(e.code not in (0, None) or e.signal is not None for e in codes):
@@ -197,7 +200,7 @@ def _stalled(run: RunState, view: RunView) -> Cause:
                   f"The run is {run.reason}. A training loop prints steadily; a process that lives on without "
                   f"output and without CPU waits on something: a collective whose peer is gone, a DataLoader "
                   f"worker, a lock, a network call. {where}",
-                  title=f"The run is alive but stalled: {run.reason.split(', but ', 1)[-1]}")
+                  title=f"The run is alive but stalled: {run.reason.split(', but ', 1)[-1].split(' (stalled after ', 1)[0]}")
 
 
 def _cause(kind: EngineCause, evidence: tuple[EvidenceItem, ...], explanation: str, title: str | None = None) -> Cause:

@@ -276,3 +276,110 @@ def test_tail_workers_are_used_only_where_they_pay(run_logs: list[Path], monkeyp
     assert tailwork.worth_it(texts[:1]) == []  # one log: nothing to spread
 
 
+
+
+# ---------------------------------------------------------------- parts in forked worker processes
+
+
+def _forked(paths: list[Path], engine: str, workers: int, chunk: int | None,
+            monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """_scan in `workers` forked processes; fails if the scan did not fork (another thread
+    alive in this process would make it use threads, and this test prove nothing)."""
+    from diagnose.engine import forkmap
+
+    assert forkmap.available(), "a thread other than the main one is alive: the scan would not fork"
+    forks: list[int] = []
+    original = forkmap.fork_map
+
+    def counted(*args: object, **kwargs: object) -> object:
+        forks.append(1)
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(forkmap, "fork_map", counted)
+    patterns = scan.PatternSet(ANCHORED + rule_pack_patterns(TextKind.LOG) + SYNTHETIC)
+    scanner = scan.Scanner(TextKind.LOG, patterns, engine)
+    found = [summary_of(r) for r in scan.scan_files([(s, scanner) for s in _sources(paths)], workers, chunk,
+                                                    processes=True)]
+    assert forks, "the scan did not use worker processes"
+    return found
+
+
+def test_parts_in_worker_processes_give_the_one_pass_result(run_logs: list[Path], cache_dir: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # Matches come back from a worker as plain captures and spans, the crash finder reads each
+    # tail there, and the parent merges: the same hits, times, captures and spans as one thread.
+    pytest.importorskip("hyperscan", reason="hyperscan is not installed on this platform")
+    serial = _scan(run_logs, "hyperscan", 1)
+    assert _forked(run_logs, "hyperscan", 3, 100_000, monkeypatch) == serial
+    logs = [run_logs[1], *run_logs[5:]]
+    assert _forked(logs, "pure", 2, 50_000, monkeypatch) == _scan(logs, "hyperscan", 1)
+
+
+def test_when_workers_cannot_be_forked_the_threads_scan_it_all(run_logs: list[Path], cache_dir: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sandbox that refuses fork: the scan says nothing of it and gives the one-pass result.
+    def refused() -> int:
+        raise OSError(1, "Operation not permitted")
+
+    logs = [run_logs[1], *run_logs[5:]]
+    serial = _scan(logs, "pure", 1)
+    monkeypatch.setattr(os, "fork", refused)
+    assert _forked(logs, "pure", 3, 60_000, monkeypatch) == serial
+
+
+def test_a_catastrophic_pattern_in_worker_processes_is_stopped(tmp_path: Path, cache_dir: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each worker charges its own copy of the budget and tells the parent; the parent stops the
+    # pattern for the parts still to come: spent at most once per worker, not once per part.
+    from diagnose.engine import forkmap
+
+    assert forkmap.available(), "a thread other than the main one is alive: the scan would not fork"
+    log = tmp_path / "slow.log"
+    # Past the 4 MiB tail that the last part holds whole, so the file is cut into several parts.
+    log.write_text("step 1 NCCL version 2.21.5\n" + ("a" * 26 + "\n") * 200_000 + "NCCL version 2.21.5\n")
+    scanner = scan.Scanner(TextKind.LOG, scan.PatternSet([r"(a|aa)+(?=c)", r"NCCL version (?P<version>\S+)"]), "pure")
+    forks: list[int] = []
+    original = forkmap.fork_map
+
+    def counted(*args: object, **kwargs: object) -> object:
+        forks.append(1)
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(forkmap, "fork_map", counted)
+    started, reaped = time.process_time(), os.times().children_user
+    result = scan.scan_files([(_sources([log])[0], scanner)], 2, 300_000, processes=True)[0]
+    assert forks, "the scan did not use worker processes"
+    assert 0 in result.stopped and 1 not in result.stopped and result.count(1) == 2
+    lines, line_no = result.stopped[0]
+    assert lines >= 1 and 2 <= line_no <= 200_002
+    # The parent confirmed nothing itself, and the workers together spent no more than a
+    # budget each (CPU time of the reaped workers; a pattern unstopped would cost ~100 s).
+    assert time.process_time() - started < 2.0
+    assert os.times().children_user - reaped < 2 * scan.CONFIRM_BUDGET + 10.0
+
+
+def test_fork_only_beside_threads_known_to_be_safe() -> None:
+    # The terminal's spinner (and rich's refresh thread that draws it) may be alive at the fork;
+    # any other thread, which may hold a lock a worker needs, makes the scan use threads.
+    import threading
+
+    from diagnose.engine import forkmap
+    from diagnose.report._progress import DelayedStatus
+
+    assert forkmap.available()
+    with DelayedStatus("scanning", 0.0, enabled=True):
+        for _ in range(600):  # until the spinner's threads are up
+            if len(threading.enumerate()) > 1:
+                break
+            time.sleep(0.05)
+        assert "progress" in [thread.name for thread in threading.enumerate()]
+        assert forkmap.available(), [thread.name for thread in threading.enumerate()]
+    release = threading.Event()
+    other = threading.Thread(target=release.wait, name="some-collector")
+    other.start()
+    try:
+        assert not forkmap.available()
+    finally:
+        release.set()
+        other.join()
+    assert forkmap.available()

@@ -154,7 +154,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.skip(reason=SSHD_REASON))
         if not have_namespaces() and "container" in names:
             item.add_marker(pytest.mark.skip(reason=NS_REASON))
-        if not HAVE_MEMCG and names & {"unrelated_oom_kill", "unrelated_oom_kill_module", "memcg"}:
+        if not HAVE_MEMCG and names & {"unrelated_oom_kill", "unrelated_oom_kill_module", "memcg", "oom_kill_now"}:
             item.add_marker(pytest.mark.skip(reason=MEMCG_REASON))
         if shutil.which("tmux") is None and "tmpdir_tmux" in names:
             item.add_marker(pytest.mark.skip(reason=TMUX_REASON))
@@ -168,6 +168,15 @@ def unrelated_oom_kill() -> OomKill:
     if not HAVE_MEMCG:
         pytest.skip(MEMCG_REASON)
     return oom_kill_in_own_memcg("other-user")
+
+
+@pytest.fixture
+def oom_kill_now() -> Callable[[], OomKill]:
+    """oom_kill_now(): unrelated_oom_kill, at the moment the story calls it (right after the
+    run's last write: the closest a neighbour's kill comes to looking like the run's own)."""
+    if not HAVE_MEMCG:
+        pytest.skip(MEMCG_REASON)
+    return lambda: oom_kill_in_own_memcg("same-second")
 
 
 @pytest.fixture(scope="module")

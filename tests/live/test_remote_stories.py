@@ -211,3 +211,34 @@ def _child(pid: int, namespace: str, timeout: float = 10) -> int:
                 continue
         time.sleep(0.01)
     raise AssertionError("the hop never started the run")
+
+
+def test_dir_is_a_folder_inside_the_container(tmp_path, sshd, container, seeds, unrelated_oom_kill):
+    """`--dir /mnt/workspace` with a [host] table that names no folder (issue 24): the folder
+    exists only behind the exec hop, and is looked for there: the run is found, its real log's
+    cause named. A folder that is not there is one line and exit 2."""
+    from tests.live.conftest import REPLAY
+
+    work = container.workspace
+    lines = (seeds / "seed-wandb-settings" / "logs" / "train.log").read_text().splitlines()
+    (work / "train.py").write_text(REPLAY)
+    (work / "replay-source.txt").write_text("\n".join(lines) + "\n")
+    wait_after(unrelated_oom_kill.at, 3)
+    child = container.run("env", f"REPLAY_SOURCE={INSIDE}/replay-source.txt", "REPLAY_SPEEDUP=10", "REPLAY_SHIFT=0",
+                          "REPLAY_END=1", "sh", "-c", f"cd {INSIDE} && exec python3 train.py > train_flex7.log 2>&1",
+                          check=False)
+    assert child.returncode == 1, child.stderr
+    (work / "replay-source.txt").unlink()
+    assert not Path(INSIDE).exists()  # here, the folder is not there: only inside the container
+    toml = tmp_path / "diagnose.toml"
+    toml.write_text(sshd.toml(container.exec_prefix))
+
+    code, live, _err = diagnose_remote(["flex7", "--config", str(toml), "--dir", INSIDE], cwd=tmp_path)
+    assert code == 1
+    assert "library.wandb-settings-rejected" in [c["id"] for c in live["causes"]]
+    assert any(entry.get("path") == f"{INSIDE}/train_flex7.log" for entry in live["run"]["logs"])
+
+    missing = run_cli(["flex7", "--config", str(toml), "--dir", f"{INSIDE}/nope", "--format", "json"], cwd=tmp_path)
+    assert missing.returncode == 2
+    assert missing.stderr.strip().count("\n") == 0 and "no such directory on" in missing.stderr, missing.stderr
+    assert "Traceback" not in missing.stderr

@@ -305,6 +305,37 @@ def test_alive_but_silent_for_15_minutes(story, unrelated_oom_kill, replay, diag
     assert_host_kills_not_blamed(bundle, unrelated=unrelated_oom_kill)
 
 
+def test_silent_for_3_minutes_after_a_step_every_second(story, unrelated_oom_kill, replay, diagnose, via_bundle):
+    """(e') The run printed a step a second, then went silent while alive: 3 minutes later it is
+    stalled by its own cadence (issue 24: the fixed 10 minutes called it running), and the
+    report says which threshold it used."""
+    wait_after(unrelated_oom_kill.at, 1)
+    steps = [f"2026-11-30 04:59:{20 + 2 * i:02d},{100 + i:03d} INFO train: step {i}/300 loss {2.3 - i / 20:.4f}"
+             for i in range(1, 9)]
+    log = story / "train_flex7.log"
+    # speedup 1: the replayer sleeps 1 s between lines (its cap), so the stamps are ~1 s apart.
+    child = replay(story, steps, log, argv=["train.py", "flex7"], speedup=1, shift=-180, end="hang")
+    deadline = time.time() + 60
+    while log.read_text().count("step ") < 8:
+        assert time.time() < deadline and child.poll() is None, "the run did not print its steps"
+        time.sleep(0.05)
+    time.sleep(0.2)
+    then = time.time() - 180
+    os.utime(log, (then, then))
+
+    live = diagnose(["flex7"], cwd=story)
+    run = live.data["run"]
+    assert run["state"] == "stalled", run
+    assert "usual" in run["state_reason"] and "progress lines" in run["state_reason"], run["state_reason"]
+    assert top(live)["id"] == "run.stalled"
+    assert_host_kills_not_blamed(live, unrelated=unrelated_oom_kill)
+    # Told otherwise, it is told otherwise: --stall-after 10m keeps the run "running".
+    assert diagnose(["flex7", "--stall-after", "10m"], cwd=story).data["run"]["state"] == "running"
+
+    bundle = via_bundle("flex7", cwd=story)
+    assert_same_answer(live, bundle)
+
+
 def test_finished_fine(story, seeds, unrelated_oom_kill, replay, diagnose, via_bundle):
     """(f) A run that printed its last steps, saved its checkpoint and "Training complete", exit 0
     (the head and tail of fixtures/healthy-cpu-train's real log, replayed by a real child)."""
@@ -327,6 +358,54 @@ def test_finished_fine(story, seeds, unrelated_oom_kill, replay, diagnose, via_b
     assert bundle.code == 0 and bundle.data["run"]["state"] == "finished"
     assert [c["id"] for c in bundle.data["causes"][:1]] == [c["id"] for c in live.data["causes"][:1]]
     assert_host_kills_not_blamed(bundle, unrelated=unrelated_oom_kill)
+
+
+def test_finished_run_beside_a_kill_in_the_same_second(story, seeds, oom_kill_now, replay, diagnose, via_bundle):
+    """(f') The finished run of (f), and another user's python3 OOM-killed right after its last
+    write (issue 24: name and time had tied it to the run, which was then "crashed")."""
+    real = (seeds / "healthy-cpu-train" / "logs" / "train.log").read_text().splitlines()
+    lines = [line.replace("/tmp/healthy-cpu-train", str(story)) for line in real[:4] + real[-22:]]
+    (story / "ckpt_final.pt").write_bytes(b"\0" * 250433)
+    log = story / "train_flex7.log"
+    assert replay(story, lines, log, speedup=1, end="0").wait(timeout=30) == 0
+    kill = oom_kill_now()
+    after = kill.at - log.stat().st_mtime
+    assert 0 <= after < 600, f"the kill came {after:.1f} s after the run's last write: not the story"
+
+    live = diagnose(["flex7"], cwd=story)
+    assert live.code == 0, [(c["id"], c["severity"]) for c in live.data["causes"]]
+    assert live.data["run"]["state"] == "finished"
+    assert [c["id"] for c in live.data["causes"] if c["severity"] in SEVERE] == []
+    assert_host_kills_not_blamed(live, unrelated=kill)
+
+    bundle = via_bundle("flex7", cwd=story)
+    assert bundle.code == 0 and bundle.data["run"]["state"] == "finished"
+    assert_host_kills_not_blamed(bundle, unrelated=kill)
+
+
+def test_launch_that_bash_could_not_start_beside_a_kill_in_the_same_second(story, oom_kill_now, procs, diagnose,
+                                                                          via_bundle):
+    """(h) `torchrun ... > train_flex8.log 2>&1` from a shell whose PATH lacks the venv: bash writes
+    its error and no program starts; another user's python3 is OOM-killed right after. The
+    launch failure is the cause, never the kill."""
+    log = story / "train_flex8.log"
+    with log.open("wb") as out:
+        shell = procs(["bash", "-c", "torchrun --nproc_per_node 2 train.py --run flex8"], stdout=out,
+                      stderr=subprocess.STDOUT, cwd=story, env={"PATH": "/usr/bin:/bin", "HOME": str(story)})
+        assert shell.wait(timeout=60) == 127
+    assert "torchrun: command not found" in log.read_text()
+    kill = oom_kill_now()
+    assert 0 <= kill.at - log.stat().st_mtime < 600
+
+    live = diagnose(["flex8"], cwd=story)
+    assert live.code == 1
+    assert live.data["run"]["state"] == "never-started", live.data["run"]
+    assert top(live)["id"] == "launch.command-not-found"
+    assert_host_kills_not_blamed(live, unrelated=kill)
+
+    bundle = via_bundle("flex8", cwd=story)
+    assert_same_answer(live, bundle)
+    assert_host_kills_not_blamed(bundle, unrelated=kill)
 
 
 def test_typo_in_the_run_id(story, seeds, unrelated_oom_kill, cli, tmp_path):
