@@ -75,7 +75,7 @@ def attribute(event: KernelEvent, view: RunView) -> Attribution:
     tie = _by_name_and_time(event, view)
     if tie:
         return Attribution(OWN, tie)
-    if event.kind == "oom_kill" and view.ended_by_exception:
+    if event.kind == "oom_kill" and view.ended_by_itself is LogEnd.EXCEPTION:
         return Attribution(UNATTRIBUTED, f"{event.describe()}: the run's logs end in its own exceptions, which a "
                                          "process the kernel kills never prints")
     if not view.known and (not view.has_logs or event.time is None):
@@ -91,7 +91,7 @@ def _by_name_and_time(event: KernelEvent, view: RunView) -> str | None:
     if event.time is None or view.last_write is None or view.alive or not view.comm_fits(event.comm):
         return None
     after = event.time - view.last_write
-    if event.kind == "oom_kill" and view.ended_by_exception:
+    if event.kind == "oom_kill" and view.ended_by_itself is LogEnd.EXCEPTION:
         return None  # the run ended by its own exception: a kill after it is a neighbour's
     if event.kind == "oom_kill":
         # A SIGKILL ends the log: the run's own kill comes at or after its last line.

@@ -106,11 +106,9 @@ class RunView:
     has_logs: bool = False
     missing_logs: tuple[str, ...] = ()  # expected logs that do not exist (or are empty)
     killed_pids: frozenset[int] = frozenset()  # pids the logs or exit records say died of SIGKILL
-    # Every log of the run ends in an exception its program raised: a process the kernel
-    # SIGKILLs prints none, so a kill after that end is not how the run ended.
-    ended_by_exception: bool = False
     # How the run ended by its own account, when every log (or its exit records) says it did:
-    # no kill by the kernel is tied to it by name and time then.
+    # no kill by the kernel is tied to it by name and time then (EXCEPTION: every log ends in an
+    # exception its program raised, which a process the kernel SIGKILLs never prints).
     ended_by_itself: LogEnd = LogEnd.NOT_SAID
     stacks: tuple[tuple[int, str], ...] = ()  # py-spy dumps of the run's live processes
     stall_after: float = STALL_AFTER
@@ -201,16 +199,13 @@ def run_view(evidence: Evidence, stall_after: float | None = None) -> RunView:
     last_write = max((t.on_clock(t.mtime) or 0.0 for t in logs if t.mtime is not None), default=None) if trust_mtime else None
     end_source = "the log's last write" if last_write is not None else ""
     first_time: float | None = None
-    ended_by_exception = bool(logs)
     ends: set[LogEnd] = set()
     gaps: list[float] = []
     for text in logs:
         printed, first, last, sigkilled, last_line, end, gap = _read_log(text)
         if gap is not None:
             gaps.append(gap)
-        ends_in_exception = _ends_in_exception(text, last_line)
-        ended_by_exception = ended_by_exception and ends_in_exception
-        ends.add(LogEnd.EXCEPTION if ends_in_exception else end)
+        ends.add(LogEnd.EXCEPTION if _ends_in_exception(text, last_line) else end)
         first, last = text.on_clock(first), text.on_clock(last)
         for pid in printed | sigkilled:
             pids.setdefault(pid, f"printed in {text.display}")
@@ -229,8 +224,7 @@ def run_view(evidence: Evidence, stall_after: float | None = None) -> RunView:
         start_source=start_source, last_write=last_write, end_source=end_source, collected_at=collected_at,
         has_logs=bool(logs), missing_logs=tuple(missing), stacks=tuple(stacks), stall_after=threshold,
         stall_basis=basis,
-        killed_pids=frozenset(killed), ended_by_exception=ended_by_exception and not killed,
-        ended_by_itself=by_itself,
+        killed_pids=frozenset(killed), ended_by_itself=by_itself,
     )
 
 
@@ -247,13 +241,10 @@ def stall_threshold(asked: float | None, gap: float | None) -> tuple[float, str]
 
 
 def _seconds(value: float) -> str:
-    if value < 10:
-        return f"{value:.1f} s"
-    if value < 120:
-        return f"{value:.0f} s"
-    if value < 7200:
-        return f"{value / 60:.0f} min"
-    return f"{value / 3600:.0f} h"
+    """rules.conditions.human_seconds, with a tenth of a second below 10 s (a step a second)."""
+    from diagnose.rules.conditions import human_seconds
+
+    return f"{value:.1f} s" if value < 10 else human_seconds(value)
 
 
 def cadence(lines: list[str], year: int | None, not_after: float | None) -> float | None:

@@ -710,10 +710,13 @@ _THREADS_ENV = "DIAGNOSE_SCAN_THREADS"
 def default_workers() -> int:
     """Scanning threads: one per core this process may use, DEFAULT_WORKERS at most
     (DIAGNOSE_SCAN_THREADS overrides, up to MAX_WORKERS, for tests and benchmarks)."""
+    return _asked_workers() or max(1, min(usable_cores(), DEFAULT_WORKERS))
+
+
+def _asked_workers() -> int | None:
+    """DIAGNOSE_SCAN_THREADS, up to MAX_WORKERS; None when it is not set to a positive number."""
     wanted = os.environ.get(_THREADS_ENV, "")
-    if wanted.isdigit() and int(wanted) > 0:
-        return min(int(wanted), MAX_WORKERS)
-    return max(1, min(usable_cores(), DEFAULT_WORKERS))
+    return min(int(wanted), MAX_WORKERS) if wanted.isdigit() and int(wanted) > 0 else None
 
 
 # From this many bytes in all a scan may use worker processes (engine/forkmap.py) instead of
@@ -737,10 +740,7 @@ def _fork_possible() -> bool:
 def default_processes() -> int:
     """Worker processes for a big scan: one per core this process may use (they share no GIL),
     MAX_WORKERS at most; DIAGNOSE_SCAN_THREADS sets them too, for tests and benchmarks."""
-    wanted = os.environ.get(_THREADS_ENV, "")
-    if wanted.isdigit() and int(wanted) > 0:
-        return min(int(wanted), MAX_WORKERS)
-    return max(1, min(usable_cores(), MAX_WORKERS))
+    return _asked_workers() or max(1, min(usable_cores(), MAX_WORKERS))
 
 
 def usable_cores() -> int:

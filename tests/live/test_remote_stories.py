@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.live.test_stories import DAY, assert_host_kills_not_blamed, copy_log, top, wait_after
 from tests.support.cli import run_cli
@@ -77,9 +78,9 @@ def test_tmux_server_died_inside_the_container(tmp_path, sshd, container, seeds,
     assert again["stats"]["collect"]["remote"]["target"] == sshd.target  # the bundle says where it came from
 
 
-def test_wandb_settings_rejected_inside_the_container(tmp_path, sshd, container, seeds, unrelated_oom_kill):
-    """(c) remotely: the run's own output is the real log of wandb rejecting `_stats_*` settings,
-    printed by a real python3 child inside the container into train_flex7.log just now."""
+def wandb_run_inside(container: Any, seeds: Path, unrelated_oom_kill: Any) -> Path:
+    """A real python3 child inside the container prints the real log of wandb rejecting `_stats_*`
+    settings into train_flex7.log in its workspace and exits 1; returns that log as seen here."""
     from tests.live.conftest import REPLAY
 
     work = container.workspace
@@ -92,7 +93,13 @@ def test_wandb_settings_rejected_inside_the_container(tmp_path, sshd, container,
                           check=False)
     assert child.returncode == 1, child.stderr
     (work / "replay-source.txt").unlink()
-    log = work / "train_flex7.log"
+    return work / "train_flex7.log"
+
+
+def test_wandb_settings_rejected_inside_the_container(tmp_path, sshd, container, seeds, unrelated_oom_kill):
+    """(c) remotely: the run's own output is the real log of wandb rejecting `_stats_*` settings,
+    printed by a real python3 child inside the container into train_flex7.log just now."""
+    log = wandb_run_inside(container, seeds, unrelated_oom_kill)
     assert "extra_forbidden" in log.read_text() and time.time() - log.stat().st_mtime < 30
 
     toml = config(tmp_path, sshd, container)
@@ -217,18 +224,7 @@ def test_dir_is_a_folder_inside_the_container(tmp_path, sshd, container, seeds, 
     """`--dir /mnt/workspace` with a [host] table that names no folder (issue 24): the folder
     exists only behind the exec hop, and is looked for there: the run is found, its real log's
     cause named. A folder that is not there is one line and exit 2."""
-    from tests.live.conftest import REPLAY
-
-    work = container.workspace
-    lines = (seeds / "seed-wandb-settings" / "logs" / "train.log").read_text().splitlines()
-    (work / "train.py").write_text(REPLAY)
-    (work / "replay-source.txt").write_text("\n".join(lines) + "\n")
-    wait_after(unrelated_oom_kill.at, 3)
-    child = container.run("env", f"REPLAY_SOURCE={INSIDE}/replay-source.txt", "REPLAY_SPEEDUP=10", "REPLAY_SHIFT=0",
-                          "REPLAY_END=1", "sh", "-c", f"cd {INSIDE} && exec python3 train.py > train_flex7.log 2>&1",
-                          check=False)
-    assert child.returncode == 1, child.stderr
-    (work / "replay-source.txt").unlink()
+    wandb_run_inside(container, seeds, unrelated_oom_kill)
     assert not Path(INSIDE).exists()  # here, the folder is not there: only inside the container
     toml = tmp_path / "diagnose.toml"
     toml.write_text(sshd.toml(container.exec_prefix))

@@ -270,6 +270,22 @@ def test_run_oom_killed_in_its_memcg_while_loading(story, python3, unrelated_oom
     assert_host_kills_not_blamed(bundle, own=frozenset({run.pid}), unrelated=unrelated_oom_kill)
 
 
+def silent_after_steps(replay: Any, story: Path, steps: list[str], log: Path, speedup: float,
+                       silent: float, wait: float) -> Any:
+    """`python3 train.py flex7` replays `steps` into `log` and then sleeps; once every step is
+    printed (within `wait` s), the log's mtime (and the stamps, shifted alike) say it has been
+    silent `silent` s."""
+    child = replay(story, steps, log, argv=["train.py", "flex7"], speedup=speedup, shift=-silent, end="hang")
+    deadline = time.time() + wait
+    while log.read_text().count("step ") < len(steps):
+        assert time.time() < deadline and child.poll() is None, "the run did not print its steps"
+        time.sleep(0.05)
+    time.sleep(0.2)
+    then = time.time() - silent
+    os.utime(log, (then, then))
+    return child
+
+
 def test_alive_but_silent_for_15_minutes(story, unrelated_oom_kill, replay, diagnose, via_bundle):
     """(e) `python3 train.py flex7` printed a few steps into train_flex7.log and then sleeps: its
     log was last written 15 minutes ago (os.utime; the lines' stamps say the same)."""
@@ -277,14 +293,7 @@ def test_alive_but_silent_for_15_minutes(story, unrelated_oom_kill, replay, diag
     steps = [f"2026-11-30 04:59:{20 + i:02d},{100 + i:03d} INFO train: step {i}/300 loss {2.3 - i / 20:.4f}"
              for i in range(1, 6)]
     log = story / "train_flex7.log"
-    child = replay(story, steps, log, argv=["train.py", "flex7"], speedup=50, shift=-900, end="hang")
-    deadline = time.time() + 20
-    while log.read_text().count("step ") < 5:
-        assert time.time() < deadline and child.poll() is None, "the run did not print its steps"
-        time.sleep(0.05)
-    time.sleep(0.2)
-    then = time.time() - 900
-    os.utime(log, (then, then))
+    child = silent_after_steps(replay, story, steps, log, speedup=50, silent=900, wait=20)
     assert child.poll() is None
     print(f"story: run pid {child.pid}; unrelated kill: {unrelated_oom_kill.dmesg}")
 
@@ -314,14 +323,7 @@ def test_silent_for_3_minutes_after_a_step_every_second(story, unrelated_oom_kil
              for i in range(1, 9)]
     log = story / "train_flex7.log"
     # speedup 1: the replayer sleeps 1 s between lines (its cap), so the stamps are ~1 s apart.
-    child = replay(story, steps, log, argv=["train.py", "flex7"], speedup=1, shift=-180, end="hang")
-    deadline = time.time() + 60
-    while log.read_text().count("step ") < 8:
-        assert time.time() < deadline and child.poll() is None, "the run did not print its steps"
-        time.sleep(0.05)
-    time.sleep(0.2)
-    then = time.time() - 180
-    os.utime(log, (then, then))
+    silent_after_steps(replay, story, steps, log, speedup=1, silent=180, wait=60)
 
     live = diagnose(["flex7"], cwd=story)
     run = live.data["run"]
