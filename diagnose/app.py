@@ -32,7 +32,8 @@ def diagnose(evidence: Evidence, rules: RuleSet, engine: str = "auto", since: fl
     from diagnose.engine.rank import rank_all
     started = time.perf_counter()
     result = run_rules(rules.rules, evidence, engine=engine, since=since, until=until)
-    ranked = rank_all(result.findings, evidence, stall_after=stall_after)
+    # A bundle read without --stall-after: the threshold its collection was given, if any.
+    ranked = rank_all(result.findings, evidence, stall_after=stall_after if stall_after is not None else evidence.run.stall_after)
     run_timeline = None
     if timeline:
         from diagnose.engine.timeline import build_timeline

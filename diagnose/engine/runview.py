@@ -15,6 +15,7 @@ from enum import Enum
 from itertools import pairwise
 from typing import Any
 
+from diagnose.engine.rankstacks import ProcessStack
 from diagnose.evidence import logview
 from diagnose.evidence.lines import (
     LogClock,
@@ -110,7 +111,7 @@ class RunView:
     # no kill by the kernel is tied to it by name and time then (EXCEPTION: every log ends in an
     # exception its program raised, which a process the kernel SIGKILLs never prints).
     ended_by_itself: LogEnd = LogEnd.NOT_SAID
-    stacks: tuple[tuple[int, str], ...] = ()  # py-spy dumps of the run's live processes
+    stacks: tuple[ProcessStack, ...] = ()  # py-spy dumps of the run's live processes, ranks' first
     stall_after: float = STALL_AFTER
     stall_basis: str = "the default"  # where stall_after comes from, as the report says it
 
@@ -142,6 +143,15 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
+def _rank_stacks(dumps: list[tuple[int, int, int | None, str]]) -> tuple[ProcessStack, ...]:
+    """The dumps with the rank each is, for a rank's own process only (a DataLoader worker that
+    inherited RANK from its parent rank is no rank of its own); ranks first, in rank order."""
+    rank_of = {pid: rank for pid, _ppid, rank, _dump in dumps}
+    stacks = [ProcessStack(pid, rank if rank is not None and rank_of.get(ppid) != rank else None, dump)
+              for pid, ppid, rank, dump in dumps]
+    return tuple(sorted(stacks, key=lambda s: (s.rank is None, s.rank or 0, s.pid)))
+
+
 def run_view(evidence: Evidence, stall_after: float | None = None) -> RunView:
     """The run as the engine sees it. `stall_after`: --stall-after's seconds, if given; else the
     run's own cadence sets it (stall_threshold)."""
@@ -150,7 +160,7 @@ def run_view(evidence: Evidence, stall_after: float | None = None) -> RunView:
     cgroups: set[str] = set()
     comms: set[str] = set()
     alive_pids: list[int] = []
-    stacks: list[tuple[int, str]] = []
+    dumps: list[tuple[int, int, int | None, str]] = []  # pid, ppid, RANK, dump
     alive: bool | None = None
     start: float | None = None
     start_source = ""
@@ -164,7 +174,9 @@ def run_view(evidence: Evidence, stall_after: float | None = None) -> RunView:
                 if _get(proc, "alive"):
                     alive_pids.append(pid)
                 if _get(proc, "stack"):
-                    stacks.append((pid, str(_get(proc, "stack"))))
+                    rank = _get(proc, "rank")
+                    dumps.append((pid, int(_get(proc, "ppid") or 0), rank if isinstance(rank, int) else None,
+                                  str(_get(proc, "stack"))))
             if _get(proc, "comm"):
                 comms.add(str(_get(proc, "comm")))
             if _get(proc, "cgroup"):
@@ -222,7 +234,7 @@ def run_view(evidence: Evidence, stall_after: float | None = None) -> RunView:
         known=identity is not None or evidence.run.mode == "live", pids=pids, cgroups=frozenset(cgroups),
         comms=frozenset(comms), alive=alive, alive_pids=tuple(sorted(alive_pids)), start=start,
         start_source=start_source, last_write=last_write, end_source=end_source, collected_at=collected_at,
-        has_logs=bool(logs), missing_logs=tuple(missing), stacks=tuple(stacks), stall_after=threshold,
+        has_logs=bool(logs), missing_logs=tuple(missing), stacks=_rank_stacks(dumps), stall_after=threshold,
         stall_basis=basis,
         killed_pids=frozenset(killed), ended_by_itself=by_itself,
     )

@@ -15,6 +15,7 @@ from diagnose.engine.causes import EngineCause
 from diagnose.engine.errorlines import log_error_line
 from diagnose.engine.findings import Cause
 from diagnose.engine.kernel_events import KernelEvent
+from diagnose.engine.rankstacks import ProcessStack, read_hang
 from diagnose.engine.runview import LogEnd, RunView, own_logs
 from diagnose.engine.tracebacks import find_crashes
 from diagnose.evidence import logview
@@ -190,17 +191,43 @@ def _exited(run: RunState) -> Cause:
 
 
 def _stalled(run: RunState, view: RunView) -> Cause:
-    items = list(run.last_lines)
-    for pid, stack in view.stacks:
-        items.extend(EvidenceItem(f"py-spy dump --pid {pid}", line, None, None, None, None)
-                     for line in stack.splitlines()[:40] if line.strip())
-    where = ("Its threads' stacks (py-spy) show where it waits." if view.stacks
-             else "No stack could be taken (see the gaps); `py-spy dump --pid PID` shows where it waits.")
+    silence = run.reason.split(", but ", 1)[-1].split(" (stalled after ", 1)[0]
+    hang = read_hang(view.stacks)
+    if hang is None:
+        items = list(run.last_lines)
+        for stack in view.stacks:
+            items.extend(_stack_lines(stack))
+        where = ("Its threads' stacks (py-spy) show where it waits." if view.stacks
+                 else "No stack could be taken (see the gaps); `py-spy dump --pid PID` shows where it waits.")
+        return _cause(causes.STALLED, tuple(items),
+                      f"The run is {run.reason}. A training loop prints steadily; a process that lives on without "
+                      f"output and without CPU waits on something: a collective whose peer is gone, a DataLoader "
+                      f"worker, a lock, a network call. {where}",
+                      title=f"The run is alive but stalled: {silence}")
+    # The ranks outside the collective first: their stacks are the evidence that names them.
+    order = {place.pid: n for n, place in enumerate((*hang.outside, *hang.waiting))}
+    items = []
+    for stack in sorted(view.stacks, key=lambda s: order.get(s.pid, len(order))):
+        items.extend(_stack_lines(stack))
+    items.extend(run.last_lines)
+    outside = [place.rank for place in hang.outside]
+    who, does = (f"rank {outside[0]} is the one", "it does") if len(outside) == 1 else (
+        f"ranks {', '.join(map(str, outside))} are the ones", "they do")
     return _cause(causes.STALLED, tuple(items),
-                  f"The run is {run.reason}. A training loop prints steadily; a process that lives on without "
-                  f"output and without CPU waits on something: a collective whose peer is gone, a DataLoader "
-                  f"worker, a lock, a network call. {where}",
-                  title=f"The run is alive but stalled: {run.reason.split(', but ', 1)[-1].split(' (stalled after ', 1)[0]}")
+                  f"The run is {run.reason}. Its ranks' stacks (py-spy) say where each waits: {hang.summary()}. A "
+                  f"collective returns only when every rank has entered it, so {who} the others wait for: look at "
+                  f"what {does} there (a data loader or a read that never returns, a branch only some ranks take, "
+                  f"a lock), not at the network or the collective. When the process group's timeout fires (30 "
+                  f"min by default for gloo, 10 min for NCCL), it is the waiting ranks that report it, naming "
+                  f"the collective, not the rank.",
+                  title=f"The run is alive but stalled: {hang.summary()}")
+
+
+def _stack_lines(stack: ProcessStack) -> list[EvidenceItem]:
+    """The dump's threads and frames (its "Process N: ..." and "Python v..." header lines say
+    nothing the source does not)."""
+    lines = [line for line in stack.dump.splitlines()[:42] if line.strip() and not line.startswith(("Process ", "Python v"))]
+    return [EvidenceItem(f"py-spy dump --pid {stack.pid}", line, None, None, stack.rank, None) for line in lines]
 
 
 def _cause(kind: EngineCause, evidence: tuple[EvidenceItem, ...], explanation: str, title: str | None = None) -> Cause:

@@ -31,6 +31,7 @@ from typing import cast
 
 from diagnose.evidence import logview
 from diagnose.evidence.lines import (
+    GLOG_HEADER,
     LogClock,
     is_finish_line,
     log_clock,
@@ -119,6 +120,23 @@ def fatal_message(line: str) -> str | None:
         return head.group("message") if head else line
     match = _FATAL.search(line)
     return match.group("message") if match else None
+
+
+_PY_SHAPES = ("python", "ipython", "bare")
+# Where launchers raise when a worker failed: torchrun / torch.distributed.run, accelerate launch,
+# the deepspeed launcher. The frames are the launcher's own (its entry point and package only).
+_LAUNCHER_FRAME = re.compile(r"(?:^|/)(?:torch/distributed/(?:run|launch)\.py|torch/distributed/launcher/|"
+                             r"torch/distributed/elastic/|accelerate/commands/|deepspeed/launcher/|"
+                             r"bin/(?:torchrun|accelerate|deepspeed))")
+
+
+def _raised_by_launcher(crash: Crash) -> bool:
+    """Raised by a launcher about its workers: ChildFailedError, or an exception whose frames
+    are the launcher's (and the standard library's) only."""
+    if crash.exc_type.rsplit(".", 1)[-1] == "ChildFailedError":
+        return True
+    frames = [f for f in crash.frames if f.user or _LAUNCHER_FRAME.search(f.path.replace("\\", "/"))]
+    return bool(frames) and all(_LAUNCHER_FRAME.search(f.path.replace("\\", "/")) for f in frames)
 
 
 @dataclass(frozen=True)
@@ -435,6 +453,11 @@ class _Reader:
             if queue and queue[-1].ipython is not None and self._ipython_frame(queue[-1], line_no, segment, stripped):
                 return
         pending = self._continues(key, line_no)
+        if pending is not None and not indented and pending.shape in _PY_SHAPES and GLOG_HEADER.match(stripped):
+            # Another logger's line (torchrun's "W1207 20:17:16.500000 25422 api.py:1028] Sending process
+            # ... SIGTERM") ends a Python exception's message: it is not part of it.
+            self.pending.pop(key, None)
+            pending = None
         if not indented:
             if self._native(key, line_no, segment, stripped, pending):
                 return
@@ -516,7 +539,10 @@ class _Reader:
         crash = Crash(key[1], tb.thread, exc_type, message, line_no, [tb.start, *shown, (line_no, segment)],
                       self.last_time, host=key[0], shape="ipython" if tb.ipython is not None else "python",
                       frames=list(tb.parsed), worker=caught.group("where") if caught else None)
-        self._record(key, tb.thread, crash)
+        # A launcher's own exception (torchrun's ChildFailedError, accelerate's CalledProcessError)
+        # says a worker failed; in a log the workers share with it (no rank prefixes), it must not
+        # take the place of the worker's own last exception, printed above it.
+        self._record(key, f"launcher:{tb.thread}" if _raised_by_launcher(crash) else tb.thread, crash)
 
     def _native(self, key: Key, line_no: int, segment: str, stripped: str, pending: Crash | None) -> bool:
         """Errors of native code and of the interpreter itself (no Python traceback)."""

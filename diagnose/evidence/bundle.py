@@ -354,7 +354,8 @@ def _multi_host(path: Path, root: Path, manifest: Manifest) -> Evidence:
         parts.append((info, _one_host(path, node_root, node_manifest, label=f"{path} ({folder})")))
     run = manifest.run
     run_info = RunInfo(id=str(run.get("id") or path.name), mode="bundle", host=run.get("host"),
-                       collected_at=run.get("collected_at"), launcher=run.get("launcher"), inputs=(str(path),))
+                       collected_at=run.get("collected_at"), launcher=run.get("launcher"), inputs=(str(path),),
+                       stall_after=_seconds_or_none(run.get("stall_after")))
     merged = merge_hosts(parts, run_info)
     # What belongs to no one node (the Slurm job's record), its gaps and notes: the top manifest's.
     job = _one_host(path, root, manifest)
@@ -451,7 +452,7 @@ def evidence_from_manifest(manifest: Manifest, entries: Sequence[FileEntry], mod
             raise InputError(f"bundle manifest: {exc}") from None
     info = RunInfo(
         id=str(run.get("id") or default_id), mode=mode, host=run.get("host"), collected_at=run.get("collected_at"),
-        launcher=run.get("launcher"), inputs=inputs,
+        launcher=run.get("launcher"), inputs=inputs, stall_after=_seconds_or_none(run.get("stall_after")),
     )
     stats: dict[str, object] = {}
     if manifest.collectors:
@@ -479,6 +480,13 @@ def _section(data: Any, name: str, gaps: list[Gap], decode: Callable[[Any], T]) 
     except (ValueError, TypeError) as exc:
         gaps.append(Gap(name, f"{MANIFEST}: {exc}; left out"))
         return None
+
+
+def _seconds_or_none(value: object) -> float | None:
+    """A manifest's seconds value: a positive finite number, else None (a hand-edited manifest)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 < value < 1e9 else None
 
 
 def write_bundle(out: Path, manifest: Manifest, copies: Mapping[str, Path | bytes], raw: bool = False,

@@ -357,11 +357,12 @@ class RunProcess:
     state: str | None = None  # the /proc/PID/stat state letter (R, S, D, Z, T)
     cpu_pct: float | None = None  # over a short sample at collection
     stack: str | None = None  # py-spy dump, for a stalled Python process
+    rank: int | None = None  # its RANK (torchrun, torch.distributed), from its environment; workers inherit it
 
     def to_json(self) -> dict[str, Any]:
         return {"pid": self.pid, "ppid": self.ppid, "comm": self.comm, "cmdline": self.cmdline, "alive": self.alive,
                 "source": self.source, "cgroup": self.cgroup, "started_at": self.started_at, "state": self.state,
-                "cpu_pct": self.cpu_pct, "stack": self.stack}
+                "cpu_pct": self.cpu_pct, "stack": self.stack, "rank": self.rank}
 
     @classmethod
     def from_json(cls, data: object) -> RunProcess:
@@ -372,7 +373,8 @@ class RunProcess:
             raise ValueError(f"{what}.pid: missing")
         return cls(pid, ppid or 0, string(d, "comm", what), string(d, "cmdline", what), boolean(d, "alive", what),
                    string(d, "source", what), opt_string(d, "cgroup", what), opt_number(d, "started_at", what),
-                   opt_string(d, "state", what), opt_number(d, "cpu_pct", what), opt_string(d, "stack", what))
+                   opt_string(d, "state", what), opt_number(d, "cpu_pct", what), opt_string(d, "stack", what),
+                   opt_int(d, "rank", what))
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,9 @@ class RunInfo:
     collected_at: float | None = None
     launcher: str | None = None  # "tmux" | "nohup" | "torchrun" | ...
     inputs: tuple[str, ...] = ()
+    # --stall-after as given at collection (a bundle keeps it: read without one, the run is judged
+    # by the threshold its collection used, and its stacks were taken by)
+    stall_after: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -141,7 +141,6 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_BUDGET = 30.0
 
 
-DEFAULT_STALL_AFTER = 600.0  # --stall-after: a live run silent this long (with little CPU) is stalled
 
 
 @dataclass

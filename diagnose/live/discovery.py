@@ -61,6 +61,8 @@ def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host
         home = host.home()
         dirs = [posixpath.normpath(posixpath.join(home, str(d))) for d in search_dirs] or [home]
         base_dir = Path(home)
+    if not search_dirs:
+        dirs.extend(d for d in where_runs_live(host, run_id) if d not in dirs)
     workdir = absolute_path(rendered["dir"], str(base_dir)) if "dir" in rendered else (dirs[0] if search_dirs else None)
     spec = RunSpec(
         id=run_id, host=host, configured=bool(settings), config_path=str(config.path) if config.path else None,
@@ -116,6 +118,41 @@ def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host
     if "error_files" not in rendered:
         _elastic_errors_in_window(spec)
     return spec
+
+
+# ---------------------------------------------------------------- where to look without --dir
+
+# Folders runs are commonly launched from inside containers (and GPU clouds' images).
+WORKSPACES = ("/workspace",)
+# Programs whose command line names a run without running it (a pager, an editor, diagnose).
+_ONLOOKERS = re.compile(r"^(?:tmux|screen|less|more|tail|head|grep|rg|vi|vim|nvim|nano|emacs|watch|diagnose|ssh|sshd)$")
+
+
+def where_runs_live(host: Host, run_id: str) -> list[str]:
+    """Folders to search besides the default one (the cwd here, the login home on a remote host)
+    when no --dir is given: the working directory of every live process whose command line names
+    the run (a run found alive is found where it works, wherever that is), the folder the host's
+    commands start in (an exec hop's), and /workspace. Only folders that exist, never `/`."""
+    named = run_name_pattern(run_id)
+    found: list[str] = []
+    try:
+        table = host.processes()
+    except OSError:
+        table = []
+    for proc in table:
+        if proc.cwd and proc.cmdline and not _ONLOOKERS.match(os.path.basename(proc.cmdline[0])) \
+                and named.search(" ".join(proc.cmdline)[:4096]):
+            found.append(proc.cwd)
+    start = host.start_dir()
+    if start and not host.local:
+        found.append(start)
+    if not host.local:
+        found.extend(WORKSPACES)
+    kept: list[str] = []
+    for folder in dict.fromkeys(found):
+        if folder != "/" and _is_dir(host, folder):
+            kept.append(folder)
+    return kept[:8]
 
 
 # ---------------------------------------------------------------- a launch record

@@ -17,6 +17,7 @@ import errno
 import os
 import pwd
 import selectors
+import shutil
 import signal
 import socket
 import stat as stat_module
@@ -205,6 +206,15 @@ class Host(ABC):
     @abstractmethod
     def home(self) -> str:
         ...
+
+    def start_dir(self) -> str | None:
+        """The folder a command given to this host starts in (a login shell's, an exec hop's);
+        None when not known."""
+        return None
+
+    def has_program(self, name: str) -> bool:
+        """Is `name` a program on this host's PATH (as commands given to it find them)?"""
+        return shutil.which(name) is not None
 
     def exists(self, path: str) -> bool:
         try:

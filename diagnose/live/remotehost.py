@@ -72,7 +72,7 @@ printf 'time=%s\n' "$(date +%s)"
 printf 'ticks=%s\n' "$(getconf CLK_TCK 2>/dev/null || echo 100)"
 printf 'btime=%s\n' "$(sed -n 's/^btime //p' /proc/stat 2>/dev/null)"
 printf 'tz=%s\n' "$(date +%z)"
-t=''; for c in gzip timeout find stat grep python3 tmux; do command -v "$c" >/dev/null 2>&1 && t="$t $c"; done
+t=''; for c in gzip timeout find stat grep python3 tmux py-spy; do command -v "$c" >/dev/null 2>&1 && t="$t $c"; done
 printf 'tools=%s\n' "$t"
 e
 printf 'ENV\n'; env -0 2>/dev/null || env; e
@@ -801,6 +801,13 @@ class SshHost(Host):
 
     def home(self) -> str:
         return self.info.get("home") or "/"
+
+    def start_dir(self) -> str | None:
+        return self.info.get("cwd") or None
+
+    def has_program(self, name: str) -> bool:
+        """Only the programs the probe looks for are known (PROBE's tools)."""
+        return name in self.tools
 
     def clock_skew(self) -> float | None:
         """Seconds the remote clock is ahead of ours (whole seconds: `date +%s`)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.errors import DiagnoseError
-from diagnose.live.config import DEFAULT_BUDGET, DEFAULT_STALL_AFTER
+from diagnose.live.config import DEFAULT_BUDGET
 from diagnose.live.hosts import Host
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_.@+=:-]+$")
@@ -79,7 +79,8 @@ class RunSpec:
     timeout: float | None = None
     budget: float = DEFAULT_BUDGET
     skip: tuple[str, ...] = ()
-    stall_after: float = DEFAULT_STALL_AFTER  # seconds of silence after which a live run counts as stalled
+    # --stall-after's seconds; None: the run's own cadence decides (engine.runview.stall_threshold)
+    stall_after: float | None = None
     # identity (docs/run-identity.md): where each expected log came from, as (source, basis)
     log_sources: dict[str, tuple[str, str]] = field(default_factory=dict)
     expected_siblings: dict[str, list[str]] = field(default_factory=dict)  # inferred log -> the siblings it came from

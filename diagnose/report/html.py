@@ -152,7 +152,8 @@ def _identity(diagnosis: Diagnosis) -> str:
             rows.append(("log", f"<code>{_q(log.path)}</code> {'exists' if log.exists else '<b>missing</b>'} "
                                 f'<span class="dim">({_q(log.source)}{basis})</span>'))
         for proc in [p for p in identity.processes if p.alive][:6]:
-            rows.append(("process", f"pid {proc.pid} <code>{_q(proc.cmdline[:200])}</code> "
+            rank = f"rank {proc.rank}: " if proc.rank is not None else ""
+            rows.append(("process", f"pid {proc.pid} {rank}<code>{_q(proc.cmdline[:200])}</code> "
                                     f'<span class="dim">({_q(proc.source)})</span>'))
     else:
         for expected in (diagnosis.evidence.files or ())[:6]:

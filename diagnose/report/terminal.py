@@ -183,7 +183,8 @@ def _identity(page: _Page, diagnosis: Diagnosis) -> None:
             page.field("tmux", [(tmux.tmux_server.replace("_", " ") + socket + session, "")])
         alive = [p for p in identity.processes if p.alive or p.source.startswith("launch record")]
         for proc in alive[:4]:
-            page.field("process", [(f"pid {proc.pid} {proc.cmdline[:120]}", ""), (f" ({proc.source})", "dim")])
+            rank = f"rank {proc.rank}: " if proc.rank is not None else ""
+            page.field("process", [(f"pid {proc.pid} {rank}{proc.cmdline[:120]}", ""), (f" ({proc.source})", "dim")])
         if len(alive) > 4:
             page.field("", [(f"… {len(alive) - 4} more processes", "dim")])
         last = identity.last_output

@@ -163,7 +163,7 @@ def test_missing_py_spy_is_a_gap(tmp_path: Path, children: Children, monkeypatch
     monkeypatch.setattr(procscan, "py_spy", lambda: None)
     collection = collect_processes("flex7m", [tmp_path])
     assert _proc(identity_of(collection), pid).stack is None
-    assert any(g.reason.startswith(f"py-spy: not installed, no stack of stalled pid {pid}")
+    assert any(g.reason.startswith(f"py-spy: not installed, no stack of stalled pid(s) {pid}")
                for g in collection.evidence().gaps)
 
 

@@ -13,6 +13,8 @@ the container (same causes, evidence lines and times), and the bundle of the rem
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -238,3 +240,36 @@ def test_dir_is_a_folder_inside_the_container(tmp_path, sshd, container, seeds, 
     assert missing.returncode == 2
     assert missing.stderr.strip().count("\n") == 0 and "no such directory on" in missing.stderr, missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_a_live_run_is_found_where_it_works_without_dir(tmp_path, sshd, container, unrelated_oom_kill):
+    """No --dir, a [host] table that names no folder (issue 24): the run works in a folder of the
+    container that is neither the login home nor /workspace. Its live process names the run, so
+    its working directory is searched, through the hop, and its log is found there."""
+    work = container.workspace / "runs" / "exp3"
+    work.mkdir(parents=True)
+    program = ("import sys, time\n"
+               "for step in range(3):\n"
+               "    print(f'step {step} loss {2.0 - step / 10:.3f}', flush=True)\n"
+               "time.sleep(600)\n")
+    wait_after(unrelated_oom_kill.at, 1)
+    run = container.start("sh", "-c", f"cd {INSIDE}/runs/exp3 && exec python3 -c {shlex.quote(program)} --run-name flex9 "
+                          "> train_flex9.log 2>&1", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while "step 2" not in ((work / "train_flex9.log").read_text() if (work / "train_flex9.log").exists() else ""):
+            assert time.monotonic() < deadline, "the run inside the container did not print its steps"
+            time.sleep(0.2)
+        toml = tmp_path / "diagnose.toml"
+        toml.write_text(sshd.toml(container.exec_prefix))
+        code, live, _err = diagnose_remote(["flex9", "--config", str(toml)], cwd=tmp_path)
+        assert code in (0, 1)
+        found = [entry for entry in live["run"]["logs"] if entry["path"] == f"{INSIDE}/runs/exp3/train_flex9.log"]
+        assert found and found[0]["exists"] is True, live["run"]["logs"]
+        assert live["run"]["state"] == "running", live["run"]["state_reason"]
+        assert_host_kills_not_blamed(_D(live), unrelated=unrelated_oom_kill)
+    finally:
+        container.run("pkill", "-f", "run-name flex9", check=False)
+        run.kill()
+        run.wait(timeout=10)

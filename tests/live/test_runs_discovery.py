@@ -143,3 +143,21 @@ def test_a_running_process_is_enough_to_find_the_run(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_without_dir_a_live_run_is_found_where_it_works(tmp_path: Path) -> None:
+    """No --dir, diagnose started in another folder: the live process that names the run works in
+    its own folder, and that folder is searched too (its log found there)."""
+    work, elsewhere = tmp_path / "runs" / "exp4", tmp_path / "home"
+    log = touch(work / "train_flex7q.log", "step 1 loss 2.0\n")
+    elsewhere.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--run-name", "flex7q"], cwd=work)
+    try:
+        result = run_cli(["flex7q", "--format", "json", "--fail-on", "never"], cwd=elsewhere,
+                         env={"TMUX_TMPDIR": str(tmp_path)})
+        assert result.returncode == 0, result.stderr
+        logs = json.loads(result.stdout)["run"]["logs"]
+        assert any(entry["path"] == str(log) and entry["exists"] for entry in logs), logs
+    finally:
+        proc.kill()
+        proc.wait()

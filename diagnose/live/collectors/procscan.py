@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from diagnose.engine.runview import STALL_MIN
 from diagnose.evidence.facts import RunProcess
 from diagnose.evidence.model import Gap
 from diagnose.live.collectors.base import Context
@@ -60,7 +61,10 @@ def _is_diagnose(proc: ProcessInfo) -> bool:
 CPU_SAMPLE = 0.5  # seconds between the two reads of utime+stime
 LOW_CPU_PCT = 5.0  # below this a silent process is waiting, not computing
 PY_SPY_LIMIT = 10.0  # seconds one py-spy dump may take
-MAX_STACKS = 3
+MAX_STACKS = 3  # of processes that are not a rank's own (a launcher, a lone script)
+MAX_RANK_STACKS = 64  # one per rank: where each waits names the rank the collective waits for
+# The rank a process is, as its launcher told it: torchrun/torch.distributed, then MPI launchers.
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 MAX_PROCESSES = 200
 ENV_SKIP = {"PWD", "OLDPWD", "_", "PS1", "HISTFILE"}  # a shell's location says where a user stood, not what runs
 _PYTHON = re.compile(r"^python[0-9.]*$")
@@ -107,7 +111,8 @@ def scan_run(ctx: Context, found: Sequence[ProcessInfo], how: str, reasons: dict
         stat = latest.get(proc.pid)
         scan.processes.append(RunProcess(
             proc.pid, proc.ppid, proc.comm, " ".join(proc.cmdline)[:2000], stat is not None and stat.state != "Z",
-            chosen[proc.pid], host.proc_cgroup(proc.pid), proc.start_time, stat.state if stat else None, cpu.get(proc.pid)))
+            chosen[proc.pid], host.proc_cgroup(proc.pid), proc.start_time, stat.state if stat else None, cpu.get(proc.pid),
+            rank=rank_of(host.proc_environ(proc.pid))))
     scan.processes.extend(_printed_pids(spec, host, set(by_pid)))
     _stacks(ctx, scan, by_pid)
     scan.launcher = _launcher(host, alive, by_pid)
@@ -239,10 +244,14 @@ def py_spy() -> str | None:
 
 
 def _stalled(ctx: Context, proc: RunProcess) -> bool:
+    """Silent and idle for as long as the run could count as stalled: --stall-after, else the least
+    the run's cadence may set (the engine decides from the log; a stack too many costs a dump, a
+    stack missing leaves a stalled run's report without where it waits)."""
     last = ctx.spec.last_activity
     if not proc.alive or last is None or proc.cpu_pct is None:
         return False
-    return time.time() - last > ctx.spec.stall_after and proc.cpu_pct < LOW_CPU_PCT
+    threshold = ctx.spec.stall_after if ctx.spec.stall_after is not None else STALL_MIN
+    return time.time() - last > threshold and proc.cpu_pct < LOW_CPU_PCT
 
 
 def _is_python(proc: ProcessInfo) -> bool:
@@ -250,21 +259,44 @@ def _is_python(proc: ProcessInfo) -> bool:
     return any(_PYTHON.match(name) for name in names)
 
 
+def rank_of(env: dict[str, str] | None) -> int | None:
+    """The process's rank from its environment (None: not a rank, or not readable)."""
+    for key in RANK_VARIABLES:
+        value = (env or {}).get(key, "")
+        if value.isdigit() and len(value) < 9:
+            return int(value)
+    return None
+
+
+def _stack_order(scan: Scan, stalled: list[int]) -> list[int]:
+    """Each rank's own process first, in rank order (a DataLoader worker inherits its rank's
+    RANK: the rank's process is the Python process whose parent is not that rank's Python
+    process; a wrapper shell with the same RANK does not count), then a few others."""
+    procs = scan.processes
+    rank_by_pid = {procs[i].pid: procs[i].rank for i in stalled}
+    heads = sorted((i for i in stalled if procs[i].rank is not None and rank_by_pid.get(procs[i].ppid) != procs[i].rank),
+                   key=lambda i: (procs[i].rank or 0, procs[i].pid))
+    others = [i for i in stalled if i not in heads]
+    return heads[:MAX_RANK_STACKS] + others[:MAX_STACKS]
+
+
 def _stacks(ctx: Context, scan: Scan, by_pid: dict[int, ProcessInfo]) -> None:
-    """py-spy dump of each stalled Python process of the run (at most a few)."""
-    wanted = [i for i, p in enumerate(scan.processes) if _stalled(ctx, p) and p.pid in by_pid and _is_python(by_pid[p.pid])]
+    """py-spy dump of each stalled rank of the run and of a few other stalled Python processes."""
+    stalled = [i for i, p in enumerate(scan.processes) if _stalled(ctx, p) and p.pid in by_pid and _is_python(by_pid[p.pid])]
+    wanted = _stack_order(scan, stalled)
     if not wanted:
         return
-    if not ctx.host.local:  # our py-spy is this machine's; one found there would be a program the host names
-        pids = ", ".join(str(scan.processes[i].pid) for i in wanted[:MAX_STACKS])
-        scan.gaps.append(Gap("process", f"py-spy: not run on a remote host; no stack of stalled pid(s) {pids}"))
+    # Here, our own py-spy; on a remote host, the one on its PATH (as its tmux and python3 are), never
+    # one a path in the evidence names (the run's venv).
+    tool = py_spy() if ctx.host.local else ("py-spy" if ctx.host.has_program("py-spy") else None)
+    where = "" if ctx.host.local else f" on {ctx.host.name}"
+    if tool is None:
+        pids = ", ".join(str(scan.processes[i].pid) for i in wanted[:10]) + (", ..." if len(wanted) > 10 else "")
+        scan.gaps.append(Gap("process", f"py-spy: not installed{where}, no stack of stalled pid(s) {pids} "
+                                        f"(pip install py-spy{where})"))
         return
-    tool = py_spy()
-    for index in wanted[:MAX_STACKS]:
+    for index in wanted:
         proc = scan.processes[index]
-        if tool is None:
-            scan.gaps.append(Gap("process", f"py-spy: not installed, no stack of stalled pid {proc.pid} (pip install py-spy)"))
-            return
         if ctx.remaining() < 1.0:
             scan.gaps.append(Gap("process", f"py-spy: no time left for a stack of pid {proc.pid}"))
             return

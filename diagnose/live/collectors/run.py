@@ -189,6 +189,7 @@ def collect_run(spec: RunSpec, progress: bool = False, collectors: Sequence[Coll
         "workdir": spec.workdir,
         "config": spec.config_path,
         "config_section": spec.section,
+        **({"stall_after": spec.stall_after} if spec.stall_after is not None else {}),
         **run_info,
         "notes": notes,
     }
