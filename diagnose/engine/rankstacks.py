@@ -30,7 +30,7 @@ _COLLECTIVE_HOME = ("torch/distributed/", "deepspeed/comm/", "deepspeed/runtime/
 _LIBRARIES = frozenset({
     "torch", "deepspeed", "accelerate", "transformers", "lightning", "pytorch_lightning", "lightning_fabric",
     "numpy", "apex", "datasets", "tqdm", "wandb", "jax", "jaxlib", "flax", "ray", "triton", "tensorflow", "keras",
-    "safetensors", "huggingface_hub", "peft", "trl", "torchvision", "torchaudio", "_pytest", "threading",
+    "safetensors", "huggingface_hub", "peft", "trl", "torchvision", "torchaudio", "_pytest",
 })
 
 

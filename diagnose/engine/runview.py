@@ -17,6 +17,7 @@ from typing import Any
 
 from diagnose.engine.rankstacks import ProcessStack
 from diagnose.evidence import logview
+from diagnose.evidence.facts import rank_heads
 from diagnose.evidence.lines import (
     LogClock,
     is_finish_line,
@@ -146,9 +147,8 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
 def _rank_stacks(dumps: list[tuple[int, int, int | None, str]]) -> tuple[ProcessStack, ...]:
     """The dumps with the rank each is, for a rank's own process only (a DataLoader worker that
     inherited RANK from its parent rank is no rank of its own); ranks first, in rank order."""
-    rank_of = {pid: rank for pid, _ppid, rank, _dump in dumps}
-    stacks = [ProcessStack(pid, rank if rank is not None and rank_of.get(ppid) != rank else None, dump)
-              for pid, ppid, rank, dump in dumps]
+    own = rank_heads((pid, ppid, rank) for pid, ppid, rank, _dump in dumps)
+    stacks = [ProcessStack(pid, own.get(pid), dump) for pid, _ppid, _rank, dump in dumps]
     return tuple(sorted(stacks, key=lambda s: (s.rank is None, s.rank or 0, s.pid)))
 
 

@@ -12,6 +12,7 @@ refuses keys the form does not have.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar
@@ -375,6 +376,15 @@ class RunProcess:
                    string(d, "source", what), opt_string(d, "cgroup", what), opt_number(d, "started_at", what),
                    opt_string(d, "state", what), opt_number(d, "cpu_pct", what), opt_string(d, "stack", what),
                    opt_int(d, "rank", what))
+
+
+def rank_heads(processes: Iterable[tuple[int, int, int | None]]) -> dict[int, int]:
+    """pid -> rank of each rank's own process among (pid, ppid, rank) entries: a DataLoader worker
+    inherits its rank's RANK, so a rank's own process is the one whose parent (among these) is not
+    of that rank."""
+    entries = list(processes)
+    rank_of = {pid: rank for pid, _ppid, rank in entries}
+    return {pid: rank for pid, ppid, rank in entries if rank is not None and rank_of.get(ppid) != rank}
 
 
 @dataclass(frozen=True)

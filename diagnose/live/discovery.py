@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from diagnose.live.collectors.procscan import not_the_run
 from diagnose.live.config import RUN_KEYS, Config
 from diagnose.live.hosts import FileStat, Host, LocalHost
 from diagnose.live.runs import (
@@ -124,8 +125,6 @@ def resolve(run_id: str, config: Config, search_dirs: Sequence[Path], host: Host
 
 # Folders runs are commonly launched from inside containers (and GPU clouds' images).
 WORKSPACES = ("/workspace",)
-# Programs whose command line names a run without running it (a pager, an editor, diagnose).
-_ONLOOKERS = re.compile(r"^(?:tmux|screen|less|more|tail|head|grep|rg|vi|vim|nvim|nano|emacs|watch|diagnose|ssh|sshd)$")
 
 
 def where_runs_live(host: Host, run_id: str) -> list[str]:
@@ -140,8 +139,8 @@ def where_runs_live(host: Host, run_id: str) -> list[str]:
     except OSError:
         table = []
     for proc in table:
-        if proc.cwd and proc.cmdline and not _ONLOOKERS.match(os.path.basename(proc.cmdline[0])) \
-                and named.search(" ".join(proc.cmdline)[:4096]):
+        # not_the_run: a pager, an editor or diagnose itself names the run without running it.
+        if proc.cwd and proc.cmdline and not not_the_run(proc) and named.search(" ".join(proc.cmdline)[:4096]):
             found.append(proc.cwd)
     start = host.start_dir()
     if start and not host.local:

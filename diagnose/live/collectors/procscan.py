@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from diagnose.engine.runview import STALL_MIN
-from diagnose.evidence.facts import RunProcess
+from diagnose.evidence.facts import RunProcess, rank_heads
 from diagnose.evidence.model import Gap
 from diagnose.live.collectors.base import Context
 from diagnose.live.hosts import Host, ProcessInfo, ProcStat
@@ -269,14 +269,12 @@ def rank_of(env: dict[str, str] | None) -> int | None:
 
 
 def _stack_order(scan: Scan, stalled: list[int]) -> list[int]:
-    """Each rank's own process first, in rank order (a DataLoader worker inherits its rank's
-    RANK: the rank's process is the Python process whose parent is not that rank's Python
-    process; a wrapper shell with the same RANK does not count), then a few others."""
+    """Each rank's own process first, in rank order (among the stalled Python processes: a wrapper
+    shell with the same RANK does not count), then a few others."""
     procs = scan.processes
-    rank_by_pid = {procs[i].pid: procs[i].rank for i in stalled}
-    heads = sorted((i for i in stalled if procs[i].rank is not None and rank_by_pid.get(procs[i].ppid) != procs[i].rank),
-                   key=lambda i: (procs[i].rank or 0, procs[i].pid))
-    others = [i for i in stalled if i not in heads]
+    own = rank_heads((procs[i].pid, procs[i].ppid, procs[i].rank) for i in stalled)
+    heads = sorted((i for i in stalled if procs[i].pid in own), key=lambda i: (own[procs[i].pid], procs[i].pid))
+    others = [i for i in stalled if procs[i].pid not in own]
     return heads[:MAX_RANK_STACKS] + others[:MAX_STACKS]
 
 
