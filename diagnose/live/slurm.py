@@ -36,7 +36,7 @@ from diagnose.live.fanout import (
     dir_name,
     local_names,
 )
-from diagnose.live.hosts import Host
+from diagnose.live.hosts import CommandResult, Host
 
 if TYPE_CHECKING:
     from diagnose.live.config import Config
@@ -116,6 +116,29 @@ def _save(scratch: Path, name: str, data: bytes) -> Path:
     return path
 
 
+# Right after a short job ends, sacct may show the placeholder row slurmdbd makes before the job's
+# submission reaches it: JobName "allocation", ReqMem "16?" (seen with Slurm 23 on Debian, for ~3 s
+# after an OUT_OF_MEMORY job of one second). It is read again until whole, for at most this long.
+PROVISIONAL_WAIT = 10.0
+
+
+def _provisional(req_mem: str) -> bool:
+    return req_mem.endswith("?")
+
+
+def _accounting(host: Host, job_id: str, timeout: float) -> tuple[CommandResult, SacctRecord]:
+    """`sacct -j JOB --parsable2` and its rows, read again (every second, PROVISIONAL_WAIT at most)
+    while the job's row is slurmdbd's placeholder."""
+    until = time.monotonic() + min(PROVISIONAL_WAIT, timeout)
+    while True:
+        acct = host.run(["sacct", "-j", job_id, "--parsable2", f"--format={','.join(SACCT_FIELDS)}"], timeout)
+        record = parse_sacct(acct.out) if acct.ok else SacctRecord()
+        row = record.job
+        if row is None or not _provisional(row.get("ReqMem") or "") or time.monotonic() + 1 > until:
+            return acct, record
+        time.sleep(1.0)
+
+
 def load_job(host: Host, job_id: str, scratch: Path, timeout: float = TIMEOUT) -> SlurmJob:
     """The job's record, accounting and node list; what cannot be had is a gap saying why."""
     job = SlurmJob(check_job_id(job_id))
@@ -128,8 +151,12 @@ def load_job(host: Host, job_id: str, scratch: Path, timeout: float = TIMEOUT) -
     else:
         job.gaps.append(Gap("slurm", f"scontrol show job {job.id}: {shown.failure()} (a finished job is kept only MinJobAge "
                                      "seconds; sacct still has it)"))
-    acct = host.run(["sacct", "-j", job.id, "--parsable2", f"--format={','.join(SACCT_FIELDS)}"], timeout)
-    record = parse_sacct(acct.out) if acct.ok else SacctRecord()
+    acct, record = _accounting(host, job.id, timeout)
+    row = record.job
+    if row is not None and _provisional(row.get("ReqMem") or ""):
+        job.notes.append(f"sacct's record of job {job.id} is still provisional (JobName {row.get('JobName')!r}, "
+                         f"ReqMem {row.get('ReqMem')!r}): slurmdbd had not recorded its submission yet; run again "
+                         "in a few seconds for the whole record")
     if acct.ok and record.rows:
         job.accounting = record
         path = _save(scratch, "sacct.txt", acct.stdout)
