@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from diagnose.engine.findings import Cause
-from diagnose.engine.tracebacks import Crash
+from diagnose.engine.tracebacks import Crash, read_crashes
 from diagnose.evidence import logview
 from diagnose.evidence.logview import TAIL_BYTES
 from diagnose.evidence.model import TextFile
@@ -52,6 +52,23 @@ def attempts_ended_by(crash: Crash, same: Sequence[Crash], attempts: Sequence[At
             ended += 1
         previous = attempt.line
     return ended, len(attempts)
+
+
+def every_attempt_said(source: TextFile, crash: Crash) -> str:
+    """A sentence for an error's explanation when torchrun restarted the workers and this error
+    (the same type, message, rank and host) ended several of the attempts; "" otherwise."""
+    attempts = failed_attempts(source)
+    if len(attempts) < 2:
+        return ""
+    same = [c for c in read_crashes(source).every if c is not crash and (c.exc_type, c.message, c.rank, c.host)
+            == (crash.exc_type, crash.message, crash.rank, crash.host)]
+    ended, failed = attempts_ended_by(crash, same, attempts)
+    if ended < 2:
+        return ""
+    if ended == failed:
+        return (f" torchrun restarted the workers, and all {failed} attempts ended with this same error: it is no "
+                f"transient, another restart will not get past it.")
+    return f" {ended} of torchrun's {failed} failed attempts ended with this same error."
 
 
 _KILLED_PID = re.compile(r"Killed process (\d{1,10}) \(")

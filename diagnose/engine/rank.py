@@ -17,7 +17,7 @@ import string
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 
-from diagnose.engine.attempts import attempts_ended_by, failed_attempts, with_every_attempt
+from diagnose.engine.attempts import every_attempt_said, with_every_attempt
 from diagnose.engine.attribution import ELSEWHERE, NOT_HOST, OWN, UNATTRIBUTED, attribute
 from diagnose.engine.causes import UNRECOGNISED
 from diagnose.engine.errorlines import ErrorLine, log_error_line
@@ -266,7 +266,7 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
                    " The run went on after it (its progress lines move on, or it finished): it caught or survived this "
                    "error, so it is not how the run ended." if survived else "")
         user = crash.user_frame
-        went_on += _every_attempt(*members[0])
+        went_on += every_attempt_said(*members[0])
         explanation = (f"No known signature matched, but {said}{where}.{went_on} "
                        + (f"The deepest frame of your own code (outside site-packages and the standard library) is "
                           f"{user.describe()}: start there. " if user and crash.shape not in ("rust", "glog") else "")
@@ -283,22 +283,6 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
                 ))
         )
     return causes
-
-
-def _every_attempt(source: TextFile, crash: Crash) -> str:
-    """A sentence when torchrun restarted the workers and this error ended several attempts."""
-    attempts = failed_attempts(source)
-    if len(attempts) < 2:
-        return ""
-    same = [c for c in read_crashes(source).every if c is not crash and (c.exc_type, c.message, c.rank, c.host)
-            == (crash.exc_type, crash.message, crash.rank, crash.host)]
-    ended, failed = attempts_ended_by(crash, same, attempts)
-    if ended < 2:
-        return ""
-    if ended == failed:
-        return (f" torchrun restarted the workers, and all {failed} attempts ended with this same error: it is no "
-                f"transient, another restart will not get past it.")
-    return f" {ended} of torchrun's {failed} failed attempts ended with this same error."
 
 
 def _short(text: str, limit: int = 160) -> str:

@@ -214,7 +214,8 @@ def run_view(evidence: Evidence, stall_after: float | None = None) -> RunView:
     ends: set[LogEnd] = set()
     gaps: list[float] = []
     for text in logs:
-        printed, first, last, sigkilled, last_line, end, gap = _read_log(text)
+        # A scan of loose logs is never alive, so never stalled: its cadence is not read.
+        printed, first, last, sigkilled, last_line, end, gap = _read_log(text, with_cadence=trust_mtime)
         if gap is not None:
             gaps.append(gap)
         ends.add(LogEnd.EXCEPTION if _ends_in_exception(text, last_line) else end)
@@ -333,10 +334,12 @@ def _ends_in_exception(text: TextFile, last_line: int) -> bool:
     return not _SIGNAL_DEATH.search(" ".join([final.summary, *(line for _n, line in final.lines[-20:])]))
 
 
-def _read_log(source: TextFile) -> tuple[set[int], float | None, float | None, set[int], int, LogEnd, float | None]:
+def _read_log(source: TextFile, with_cadence: bool = True
+              ) -> tuple[set[int], float | None, float | None, set[int], int, LogEnd, float | None]:
     """pids the log prints, its first and its last timestamp, the pids it says were SIGKILLed,
     the number of its last line, what its last lines say of how it ended (not of an exception:
-    _ends_in_exception reads that), and its cadence (the usual gap between progress lines)."""
+    _ends_in_exception reads that), and its cadence (the usual gap between progress lines; None
+    unless `with_cadence`)."""
     mtime = source.mtime
     try:
         head = logview.head(source, LOG_HEAD)
@@ -360,7 +363,7 @@ def _read_log(source: TextFile) -> tuple[set[int], float | None, float | None, s
         if last is not None:
             break
     last_line = first_line + tail.rstrip(b"\n").count(b"\n") if tail.strip() else 0
-    gap = cadence(lines, clock.year, clock.not_after)
+    gap = cadence(lines, clock.year, clock.not_after) if with_cadence else None
     return printed, first, last, sigkilled, last_line, _log_end(text, whole=first_line <= 1), gap
 
 

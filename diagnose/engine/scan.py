@@ -847,7 +847,7 @@ def scan_files(jobs: Sequence[tuple[TextFile, Scanner]], workers: int | None = N
                 forked = False
                 prepare_counts(total)
                 for task in tasks:
-                    task.vector_escapes = True
+                    task.vector_escapes = threads > 1  # as a scan on threads from the start sets it
         if not forked:
             _run_parallel(jobs, tasks, stops, collect, threads)
     return [result if result is not None else jobs[n][1].merge(jobs[n][0], stops[n], [], started)

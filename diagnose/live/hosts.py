@@ -213,8 +213,9 @@ class Host(ABC):
         return None
 
     def has_program(self, name: str) -> bool:
-        """Is `name` a program on this host's PATH (as commands given to it find them)?"""
-        return shutil.which(name) is not None
+        """Is `name` a program on this host's PATH (as commands given to it find them)? False
+        when the host cannot tell."""
+        return False
 
     def exists(self, path: str) -> bool:
         try:
@@ -618,6 +619,9 @@ class LocalHost(Host):
             return pwd.getpwuid(os.getuid()).pw_dir
         except KeyError:
             return os.path.expanduser("~")
+
+    def has_program(self, name: str) -> bool:
+        return shutil.which(name) is not None
 
 
 def parse_stat(line: str, boot: float | None, ticks: int) -> tuple[str, int, float | None]:

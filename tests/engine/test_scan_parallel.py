@@ -281,10 +281,9 @@ def test_tail_workers_are_used_only_where_they_pay(run_logs: list[Path], monkeyp
 # ---------------------------------------------------------------- parts in forked worker processes
 
 
-def _forked(paths: list[Path], engine: str, workers: int, chunk: int | None,
-            monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
-    """_scan in `workers` forked processes; fails if the scan did not fork (another thread
-    alive in this process would make it use threads, and this test prove nothing)."""
+def count_forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per fork_map call from now on; fails at once if the scan could not fork (another
+    thread alive in this process would make it use threads, and the test prove nothing)."""
     from diagnose.engine import forkmap
 
     assert forkmap.available(), "a thread other than the main one is alive: the scan would not fork"
@@ -296,6 +295,14 @@ def _forked(paths: list[Path], engine: str, workers: int, chunk: int | None,
         return original(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(forkmap, "fork_map", counted)
+    return forks
+
+
+def _forked(paths: list[Path], engine: str, workers: int, chunk: int | None,
+            monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """_scan in `workers` forked processes; fails if the scan did not fork (another thread
+    alive in this process would make it use threads, and this test prove nothing)."""
+    forks = count_forks(monkeypatch)
     patterns = scan.PatternSet(ANCHORED + rule_pack_patterns(TextKind.LOG) + SYNTHETIC)
     scanner = scan.Scanner(TextKind.LOG, patterns, engine)
     found = [summary_of(r) for r in scan.scan_files([(s, scanner) for s in _sources(paths)], workers, chunk,
@@ -331,21 +338,11 @@ def test_a_catastrophic_pattern_in_worker_processes_is_stopped(tmp_path: Path, c
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     # Each worker charges its own copy of the budget and tells the parent; the parent stops the
     # pattern for the parts still to come: spent at most once per worker, not once per part.
-    from diagnose.engine import forkmap
-
-    assert forkmap.available(), "a thread other than the main one is alive: the scan would not fork"
     log = tmp_path / "slow.log"
     # Past the 4 MiB tail that the last part holds whole, so the file is cut into several parts.
     log.write_text("step 1 NCCL version 2.21.5\n" + ("a" * 26 + "\n") * 200_000 + "NCCL version 2.21.5\n")
     scanner = scan.Scanner(TextKind.LOG, scan.PatternSet([r"(a|aa)+(?=c)", r"NCCL version (?P<version>\S+)"]), "pure")
-    forks: list[int] = []
-    original = forkmap.fork_map
-
-    def counted(*args: object, **kwargs: object) -> object:
-        forks.append(1)
-        return original(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(forkmap, "fork_map", counted)
+    forks = count_forks(monkeypatch)
     started, reaped = time.process_time(), os.times().children_user
     result = scan.scan_files([(_sources([log])[0], scanner)], 2, 300_000, processes=True)[0]
     assert forks, "the scan did not use worker processes"
