@@ -66,7 +66,7 @@ STALLED = EngineCause(
          "For a collective: find the rank that is not there (its own log, its exit), and set "
          "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 with a timeout so the next hang fails fast."),
     relaunch=Relaunch.MAYBE,
-    made_when="the run's state is stalled (alive, its log silent past --stall-after, under 5 % CPU), whatever else matched",
+    made_when="the run's state is stalled (alive, its log silent past --stall-after, every process of it under 5 % CPU), whatever else matched",
     source="diagnose/engine/state.py",
 )
 

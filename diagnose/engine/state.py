@@ -19,6 +19,7 @@ from diagnose.engine.rankstacks import ProcessStack, read_hang
 from diagnose.engine.runview import LogEnd, RunView, own_logs
 from diagnose.engine.tracebacks import find_crashes
 from diagnose.evidence import logview
+from diagnose.evidence.facts import LOW_CPU_PCT, busiest
 from diagnose.evidence.lines import is_finish_line, strip_ansi, strip_prefix
 from diagnose.evidence.model import Evidence, EvidenceItem, ExitRecord, TextKind
 
@@ -31,7 +32,6 @@ FINISHED = "finished"
 UNKNOWN = "unknown"
 
 LAST_LINES = 6  # lines of a log's end shown as evidence of where it stopped
-LOW_CPU_PCT = 5.0
 
 @dataclass(frozen=True)
 class RunState:
@@ -55,7 +55,7 @@ def derive_state(evidence: Evidence, view: RunView, events: Sequence[KernelEvent
         silent = view.silent_for()
         cpu = _cpu(evidence)
         if silent is not None and silent > view.stall_after and (cpu is None or cpu < LOW_CPU_PCT):
-            use = f", {cpu:.1f} % CPU" if cpu is not None else ""
+            use = f", its busiest process at {cpu:.1f} % CPU" if cpu is not None else ""
             return state(STALLED, f"alive (pid {_pids(view)}), but its log has been silent for {_ago(silent)}{use} "
                                   f"(stalled after {_ago(view.stall_after)}: {view.stall_basis})")
         age = f"; last output {_ago(silent)} ago" if silent is not None else ""
@@ -100,9 +100,8 @@ def _ago(seconds: float) -> str:
 
 def _cpu(evidence: Evidence) -> float | None:
     identity = getattr(evidence, "identity", None)
-    values = [p.cpu_pct for p in getattr(identity, "processes", ()) or () if getattr(p, "alive", False)
-              and isinstance(getattr(p, "cpu_pct", None), (int, float))]
-    return sum(values) if values else None
+    return busiest(p.cpu_pct for p in getattr(identity, "processes", ()) or () if getattr(p, "alive", False)
+                   and isinstance(getattr(p, "cpu_pct", None), (int, float)))
 
 
 def _has_content(path: Path) -> bool:

@@ -343,6 +343,18 @@ class ExpectedLog:
                    opt_number(d, "mtime", what), source, string(d, "basis", what))
 
 
+# Below this, in the run's busiest process, a silent run is waiting, not computing. Per process, not
+# summed: a 0.5 s sample counts whole clock ticks (2 % each at 100 Hz), and the idle noise of a
+# launcher and eight ranks adds up past any fixed total; a process that computes uses most of a core.
+LOW_CPU_PCT = 5.0
+
+
+def busiest(cpu_pcts: Iterable[float | None]) -> float | None:
+    """The highest CPU use among the run's processes, None when none was measured."""
+    known = [c for c in cpu_pcts if c is not None]
+    return max(known) if known else None
+
+
 @dataclass(frozen=True)
 class RunProcess:
     """A process of the run, how it was tied to the run, and what it was doing."""

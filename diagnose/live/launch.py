@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.errors import DiagnoseError
+from diagnose.evidence.facts import LOW_CPU_PCT, busiest
 from diagnose.live import records
 from diagnose.live.supervise import cgroup_lines, cgroups, escape_cgroups
 
@@ -39,7 +40,6 @@ FIRST_LINES = 5
 TMUX_TIMEOUT = 10.0
 PY_SPY_LIMIT = 10.0
 CPU_SAMPLE = 0.5
-LOW_CPU_PCT = 5.0
 _PYTHON = re.compile(r"^python[0-9.]*$")
 
 
@@ -498,11 +498,11 @@ def _look_at_processes(obs: Observation) -> None:
     if not live:
         return
     ticks = os.sysconf("SC_CLK_TCK")
-    used = sum(v[2] - first[pid][2] for pid, v in live.items() if pid in first)
-    obs.cpu_pct = round(100.0 * used / ticks / CPU_SAMPLE, 1)
+    most = busiest(100.0 * (v[2] - first[pid][2]) / ticks / CPU_SAMPLE for pid, v in live.items() if pid in first)
+    obs.cpu_pct = round(most, 1) if most is not None else None
     obs.proc_state = "".join(sorted({v[0] for v in live.values()}))
     obs.processes = [(pid, v[1]) for pid, v in live.items()]
-    if obs.first_output_after is None and obs.cpu_pct < LOW_CPU_PCT:
+    if obs.first_output_after is None and (obs.cpu_pct is None or obs.cpu_pct < LOW_CPU_PCT):
         _stack(obs, live)
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagnose.evidence.facts import LOW_CPU_PCT, busiest
 from diagnose.live import records
 from diagnose.live.hosts import Host, LocalHost
 
@@ -25,7 +26,6 @@ from diagnose.live.hosts import Host, LocalHost
 PROGRESS = re.compile(r"\b(?:step|iter(?:ation)?|epoch|batch)\b\s*[:=#\[]?\s*\d+|\b\d{1,3}%\|"
                       r"|\bloss\b\s*[:=]?\s*-?\d", re.IGNORECASE)
 READ_LIMIT = 1024 * 1024  # bytes read from a log per poll, while looking for its first lines
-LOW_CPU_PCT = 5.0
 GONE_GRACE = 3.0  # seconds a supervised run's exit status may take to reach its record
 
 
@@ -206,8 +206,8 @@ class Follower:
         return max(times) if times else None
 
     def _cpu(self, pids: Sequence[int], now: float) -> float | None:
-        """% of one core used by these processes since the last poll."""
-        total, known = 0.0, False
+        """% of one core used since the last poll by the busiest of these processes."""
+        used: list[float] = []
         for pid in pids:
             stat = self.host.proc_stat(pid)
             if stat is None:
@@ -215,9 +215,9 @@ class Follower:
             before = self.cpu_ticks.get(pid)
             self.cpu_ticks[pid] = (now, stat.cpu_ticks)
             if before is not None and now > before[0]:
-                total += 100.0 * (stat.cpu_ticks - before[1]) / stat.ticks_per_s / (now - before[0])
-                known = True
-        return round(total, 1) if known else None
+                used.append(100.0 * (stat.cpu_ticks - before[1]) / stat.ticks_per_s / (now - before[0]))
+        most = busiest(used)
+        return round(most, 1) if most is not None else None
 
     def _silence(self, alive: dict[int, str], now: float) -> list[Event]:
         cpu = self._cpu(self._tree(alive), now)

@@ -15,7 +15,8 @@ from pathlib import Path
 from diagnose.engine.attribution import OWN, UNATTRIBUTED, attribute
 from diagnose.engine.kernel_events import KernelEvent
 from diagnose.engine.runview import LogEnd, _ends_in_exception, _read_log, run_view
-from diagnose.engine.state import FINISHED, NEVER_STARTED, STOPPED, derive_state
+from diagnose.engine.state import FINISHED, NEVER_STARTED, RUNNING, STALLED, STOPPED, derive_state
+from diagnose.evidence.facts import RunIdentity, RunProcess
 from diagnose.evidence.model import Evidence, ExitRecord, RunInfo, TextFile, TextKind
 
 MAIN = "import time\nfor i in range(3):\n    print(f'step {i} loss 0.5', flush=True)\nraise ValueError('bad batch at step 3')\n"
@@ -146,3 +147,23 @@ def test_a_shell_error_after_a_run_that_trained_is_no_launch_failure(tmp_path: P
     view = run_view(Evidence(run=RunInfo(id="r", mode="live"), texts=(text,)))
     assert view.ended_by_itself is LogEnd.SHELL_ERROR, log.read_text()
     assert _kill_after(text)[0] == UNATTRIBUTED
+
+
+def test_a_silent_run_of_many_idle_processes_is_stalled_and_one_busy_process_keeps_it_running(tmp_path: Path) -> None:
+    """The CPU test is per process: a launcher and ranks that each wake now and then (a clock tick or
+    two in the collector's 0.5 s sample: 2-4 %) add up past 5 % without any of them computing; CI
+    caught the summed reading calling a two-rank hang 'running'."""
+    log = _log(tmp_path, "ranks", "print('step 4 loss 0.07', flush=True)")
+    old = log.path.stat().st_mtime - 120
+    os.utime(log.path, (old, old))
+    text = TextFile(path=log.path, kind=TextKind.LOG, display=log.display, mtime=old)
+
+    def state(*cpu: float) -> str:
+        procs = tuple(RunProcess(100 + i, 1, "python3", "train.py", True, "works in the run's directory", cpu_pct=c,
+                                 rank=i) for i, c in enumerate(cpu))
+        identity = RunIdentity(id="r", collected_at=old + 120, processes=procs)
+        evidence = Evidence(run=RunInfo(id="r", mode="live"), texts=(text,), identity=identity)
+        return derive_state(evidence, run_view(evidence, stall_after=60.0), []).state
+
+    assert state(2.0, 4.0, 2.0, 4.0) == STALLED  # 12 % summed: idle wake-ups of four processes
+    assert state(0.0, 96.0, 0.0) == RUNNING  # one of them computes

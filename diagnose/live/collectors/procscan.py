@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from diagnose.engine.runview import STALL_MIN
-from diagnose.evidence.facts import RunProcess, rank_heads
+from diagnose.evidence.facts import LOW_CPU_PCT, RunProcess, rank_heads
 from diagnose.evidence.model import Gap
 from diagnose.live.collectors.base import Context
 from diagnose.live.hosts import Host, ProcessInfo, ProcStat
@@ -59,7 +59,6 @@ def _is_diagnose(proc: ProcessInfo) -> bool:
 
 
 CPU_SAMPLE = 0.5  # seconds between the two reads of utime+stime
-LOW_CPU_PCT = 5.0  # below this a silent process is waiting, not computing
 PY_SPY_LIMIT = 10.0  # seconds one py-spy dump may take
 MAX_STACKS = 3  # of processes that are not a rank's own (a launcher, a lone script)
 MAX_RANK_STACKS = 64  # one per rank: where each waits names the rank the collective waits for
