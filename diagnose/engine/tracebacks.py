@@ -32,6 +32,7 @@ from typing import cast
 from diagnose.evidence import logview
 from diagnose.evidence.lines import (
     GLOG_HEADER,
+    LinePrefix,
     LogClock,
     is_finish_line,
     log_clock,
@@ -453,9 +454,7 @@ class _Reader:
             if queue and queue[-1].ipython is not None and self._ipython_frame(queue[-1], line_no, segment, stripped):
                 return
         pending = self._continues(key, line_no)
-        if pending is not None and not indented and pending.shape in _PY_SHAPES and GLOG_HEADER.match(stripped):
-            # Another logger's line (torchrun's "W1207 20:17:16.500000 25422 api.py:1028] Sending process
-            # ... SIGTERM") ends a Python exception's message: it is not part of it.
+        if pending is not None and not indented and pending.shape in _PY_SHAPES and _another_record(pending, prefix, stripped):
             self.pending.pop(key, None)
             pending = None
         if not indented:
@@ -636,6 +635,24 @@ class _Reader:
             crash.after_end = crash.thread not in (None, "MainThread") and _done_before(marks, crash.first_line)
             crash.survived = crash.after_end or _moved_after(marks, crash.end_line) or _plain_after(plain, crash) > PLAIN_AFTER
         return LogCrashes(crashes, self.progress, every)
+
+
+_LOGGING_RECORD = re.compile(r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL):[\w.<>-]*:")
+_DATED = re.compile(r"\[?[0-9]{4}-[01][0-9]-[0-3][0-9][T ][0-2][0-9]:[0-5][0-9]:[0-6][0-9]")
+
+
+def _another_record(crash: Crash, prefix: LinePrefix, body: str) -> bool:
+    """A line that starts another logger's record, so it ends a Python exception's message:
+    a glog header (torchrun's "W1207 20:17:16.500000 25422 api.py:1028] Sending process ... SIGTERM"),
+    logging's default "WARNING:root:" form, or a date and time in front of it where the exception's
+    own line had none (torchrun 2.2's "[2025-06-19 22:14:15,083] torch.distributed.elastic...: [WARNING]")."""
+    if GLOG_HEADER.match(body) or _LOGGING_RECORD.match(body):
+        return True
+    if prefix.stamp is None and not _DATED.match(body):
+        return False
+    own = next((text for no, text in crash.lines if no == crash.line_no), "")
+    own_prefix, own_body = split_prefix(own)
+    return own_prefix.stamp is None and not _DATED.match(own_body)
 
 
 def _plain_after(plain: dict[Key, list[int]], crash: Crash) -> int:

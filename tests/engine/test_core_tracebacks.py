@@ -69,3 +69,29 @@ def test_a_crash_has_the_time_of_the_newest_timed_line_up_to_it() -> None:
             assert crash.time == latest, (log.name, crash.line_no)
             timed += latest is not None
     assert timed >= 3
+
+
+def test_a_dated_launcher_line_after_an_undated_exception_ends_its_message() -> None:
+    """torchrun 2.1/2.2 writes "[2024-04-10 16:02:56,193] torch.distributed.elastic...: [WARNING]
+    Sending process 270 closing signal SIGTERM" (lines from
+    https://github.com/aws-samples/amazon-eks-machine-learning-with-terraform-and-kubeflow/issues/93)
+    right under a worker's exception. Those lines are not the exception's message: a rule that
+    matches them (SIGTERM to workers) must not make the worker's own error count as recognised.
+    Under a log where every line is dated (moreutils ts), dated lines do go on with the message."""
+    import subprocess
+    import sys
+
+    from diagnose.engine.tracebacks import crashes_in_text
+
+    raised = subprocess.run([sys.executable, "-c", "raise ValueError('Target modules are missing\\nin the model')"],
+                            capture_output=True, text=True, timeout=60).stderr
+    launcher = ("[2024-04-10 16:02:56,193] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 270 closing signal SIGTERM\n"
+                "[2024-04-10 16:02:56,193] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 271 closing signal SIGTERM\n")
+    crash = crashes_in_text(raised + launcher)[0]
+    assert crash.exc_type == "ValueError"
+    assert [text for _no, text in crash.lines][-2:] == ["ValueError: Target modules are missing", "in the model"]
+    assert not any("SIGTERM" in text for _no, text in crash.lines)
+
+    dated = "".join(f"2024-04-10 16:02:55 {line}\n" for line in raised.splitlines())
+    crash = crashes_in_text(dated)[0]
+    assert crash.lines[-1][1] == "2024-04-10 16:02:55 in the model"
