@@ -5,7 +5,8 @@ at ERROR level (`... - finetune - ERROR - load failed: ...`), a glog `E1130 ...]
 exception line indented or pasted without its traceback, a traceback cut before its exception
 line, a CLI's `Error: No such option`, an absl status (`DEADLINE_EXCEEDED: ...`), Slurm's
 `slurmstepd: error:`, a pydantic validation error, libc++'s `terminating due to uncaught
-exception`. A run whose log ends in one of them did not end well, and the report must say so and
+exception`, an exception's repr in a message (`Exception in training loop: ZeroDivisionError(...)`),
+the shell failing to run a command, a script's `sys.exit("Training aborted: ...")`. A run whose log ends in one of them did not end well, and the report must say so and
 show the line, even when no rule knows its words. Only a log's last lines count: an error line
 followed by more of the run's output (a retry, an epoch after) is not how the run ended.
 """
@@ -38,7 +39,14 @@ _ERROR_LINE = re.compile(
     r"|^\s*(?:DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|FAILED_PRECONDITION|INVALID_ARGUMENT|"
     r"ABORTED|UNKNOWN|NOT_FOUND|PERMISSION_DENIED|UNIMPLEMENTED|DATA_LOSS|OUT_OF_RANGE|CANCELLED):\s"
     r"|\bslurmstepd: error:|\bsrun: error:|\bvalidation errors? for [A-Z]\w*"
-    r"|libc\+\+abi: terminating|\bpanicked at\b",
+    r"|libc\+\+abi: terminating|\bpanicked at\b"
+    # an exception's repr inside a message: "Exception in training loop: ZeroDivisionError('division by zero')"
+    r"|\b[A-Z]\w*(?:Error|Exception)\((?:'|\"|\))"
+    # the shell could not run a command: "bash: line 1: ./train: No such file or directory", "sh: 1: x: not found"
+    r"|^(?:-?(?:ba|z|da)?sh|/bin/\w*sh|\S+\.sh)(?:: line \d+|: \d+)?: .+: (?:command not found|not found|"
+    r"No such file or directory|Permission denied)$"
+    # a program's own last words: "Training aborted: no batches", "Aborting."
+    r"|\b(?:[Aa]borted|[Aa]borting|ABORTED)\b",
 )
 _TB_HEADER = "Traceback (most recent call last):"
 # Lines that say an error was handled or is only reported, not that the run ended on it.

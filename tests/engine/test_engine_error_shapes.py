@@ -87,6 +87,28 @@ def test_the_fallback_reports_every_shape_with_its_lines(name: str) -> None:
     assert not [c for c in ranked.causes if c.id.startswith("run.")], "the state adds no second cause for the same crash"
 
 
+# Logs that end in a line no crash shape covers, captured for real (README.md): the error line
+# the run ends on is still how it ended.
+LAST_WORDS = {  # log -> (its last error's words, the run's state)
+    "exit-message.log": ("Training aborted: the dataloader produced no batches", "crashed"),
+    "caught-repr.log": ("ZeroDivisionError('division by zero')", "crashed"),
+    # the shell could not start the program: its log holds only the shell's error
+    "shell-missing-binary.log": ("./build/train_cuda: No such file or directory", "never-started"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAST_WORDS))
+def test_a_log_ending_in_an_error_line_of_no_crash_shape_is_a_crash(name: str) -> None:
+    assert not find_crashes(SHAPES / name)
+    evidence = evidence_from_paths([str(SHAPES / name)])
+    ranked = rank_all([], evidence)
+    fallback = [c for c in ranked.causes if c.id == UNRECOGNISED_ID]
+    assert fallback and fallback[0].severity == Severity.ERROR, name
+    words, state = LAST_WORDS[name]
+    assert any(words in item.text for item in fallback[0].evidence)
+    assert ranked.state.state == state
+
+
 # Shapes quoted from public reports (never typed from memory):
 CITED = {
     # https://github.com/huggingface/tokenizers/issues/821 (tokenizers' Rust panic through pyo3, older format)
