@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from diagnose.evidence import logview
-from diagnose.evidence.lines import is_finish_line, progress_of, strip_ansi, strip_prefix
+from diagnose.evidence.lines import is_finish_line, is_trailer_line, progress_of, strip_ansi, strip_prefix
 from diagnose.evidence.model import TextFile
 
 ERROR_TAIL = 64 * 1024  # bytes of a log's end read for it
@@ -67,7 +67,8 @@ def last_error_line(lines: Sequence[tuple[int, str]]) -> ErrorLine | None:
 
     The last non-blank lines are read backwards: the first error line met wins, unless a line
     after it says the run went on or finished (progress, the trainer's words for done)."""
-    numbered = [(no, text) for no, text in lines if text.strip()]
+    # wandb's footer (run history and summary) comes after whatever ended the run.
+    numbered = [(no, text) for no, text in lines if text.strip() and not is_trailer_line(strip_prefix(text))]
     if not numbered:
         return None
     end = numbered[-LAST_LINES:]

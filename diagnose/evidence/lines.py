@@ -355,11 +355,21 @@ FINISHED = re.compile(
     r"\b(?:training|train|fit|fitting|run|job|finetuning|fine-tuning|pretraining)\b[^\n]{0,40}?"
     r"\b(?:complete|completed|finished|done|succeeded|ended successfully)\b"
     r"|Training completed\b|['\"]train_runtime['\"]|`Trainer\.fit` stopped: `max_(?:epochs|steps)=[0-9]+` reached"
-    r"|\bexit(?:ed with)? (?:status|code):? 0\b|^wandb: Synced [0-9]+ W&B file"
+    r"|\bexit(?:ed with)? (?:status|code):? 0\b"
     r"|\bProcess [0-9]+ exits successfully\b|\bEnd of training\b|\btraining (?:is )?(?:done|over)\b"
     r"|\bstep[: ]\s*([0-9]+)\s*/\s*\1\b(?!.*\b(?:of|/)\s*[0-9])",
     re.IGNORECASE | re.MULTILINE,
 )
+
+
+def is_trailer_line(body: str) -> bool:
+    """A line a library prints at every exit, whatever the run did: wandb's console footer (its run
+    history and summary, "Synced 5 W&B file(s)", "View run at"). It says nothing of how the run
+    ended: not progress ("wandb:       step 4"), not the trainer's words for done, not an error."""
+    return body.lstrip().startswith(_TRAILER_START)
+
+
+_TRAILER_START = "wandb:"
 
 
 def progress_of(body: str) -> tuple[str, str] | None:
@@ -367,6 +377,8 @@ def progress_of(body: str) -> tuple[str, str] | None:
     ("loss", the line) for a loss line without a counter. `body` is the line without prefixes."""
     if len(body) > 4096:
         body = body[:4096]
+    if is_trailer_line(body):
+        return None
     # Each search only where its literal is: most lines of a log hold none of them.
     match = _TQDM.search(body) if " [" in body and "/" in body else None
     if match:
@@ -389,4 +401,5 @@ _FINISH_WORDS = ("omplete", "OMPLETE", "inish", "INISH", "one", "ONE", "ucceed",
 
 def is_finish_line(body: str) -> bool:
     body = body[:4096]
-    return any(word in body for word in _FINISH_WORDS) and FINISHED.search(body) is not None
+    return (any(word in body for word in _FINISH_WORDS) and not is_trailer_line(body)
+            and FINISHED.search(body) is not None)

@@ -109,6 +109,20 @@ def test_a_log_ending_in_an_error_line_of_no_crash_shape_is_a_crash(name: str) -
     assert ranked.state.state == state
 
 
+def test_wandbs_footer_is_not_where_the_run_ended() -> None:
+    """wandb prints its run history and summary at every exit (its "wandb:       step 4" is no
+    progress, its "Synced 5 W&B file(s)" no finish: it prints them after crashes too): the run's
+    own last line above the footer says how it ended."""
+    failed = rank_all([], evidence_from_paths([str(SHAPES / "wandb-footer-after-error.log")]))
+    assert failed.state.state == "crashed"
+    fallback = [c for c in failed.causes if c.id == UNRECOGNISED_ID]
+    assert fallback and fallback[0].severity == Severity.ERROR
+    assert any("load failed: shard" in item.text for item in fallback[0].evidence)
+    assert not any(item.text.startswith("wandb:") for item in failed.state.last_lines), "the run's own last lines"
+    finished = rank_all([], evidence_from_paths([str(SHAPES / "wandb-footer-after-finish.log")]))
+    assert finished.state.state == "finished" and not finished.causes
+
+
 # Shapes quoted from public reports (never typed from memory):
 CITED = {
     # https://github.com/huggingface/tokenizers/issues/821 (tokenizers' Rust panic through pyo3, older format)
