@@ -19,7 +19,9 @@ with the expected rule id(s):
   through the engine's generic causes (unrecognised.crash, run.*), logs not read (exit 2, or no
   line scanned).
 A quarter of the cases (sha256 of the id starting 0-3) is the held-out split: scored, but its
-misses are listed only with --show-held-out, so rules are not written to fit it.
+misses are listed only with --show-held-out, so rules are not written to fit it. To look for a
+shape in the corpus, search only the development split's folders (--dev-dirs): a grep over
+corpus/cases/* reads held-out cases too.
 """
 
 from __future__ import annotations
@@ -189,7 +191,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--show-held-out", action="store_true", help="list the held-out split's misses too")
     parser.add_argument("--json", type=Path, help="write every case's result here")
     parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--dev-dirs", action="store_true",
+                        help="print the development split's case folders and stop: search those, never "
+                             "corpus/cases/* (grep -l TEXT -r $(python bench/accuracy.py --dev-dirs))")
     args = parser.parse_args(argv)
+    if args.dev_dirs:
+        print("\n".join(str(sub) for sub in sorted(args.cases.iterdir()) if sub.is_dir() and not held_out(sub.name)))
+        return 0
     cases = [c for c in load_cases(args.cases) if args.split in ("all", "held-out" if c.held_out else "dev")]
     env = dict(os.environ, PYTHONPATH=str(args.src.resolve()), COLUMNS="200")
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
