@@ -349,12 +349,13 @@ _COUNTER = re.compile(r"\b(?P<kind>step|iter|iteration|global_step|epoch|batch)\
                       re.IGNORECASE)
 _LOSS = re.compile(r"\b(?:loss|train_loss)['\"]?\s?[:=]?\s?[-+]?(?:[0-9]|nan|inf)", re.IGNORECASE)
 
-# Words trainers print when they are done (HF Trainer, Lightning, plain loops, wandb.finish,
-# the wrappers that print an exit status).
+# Words trainers print when they are done (HF Trainer's metrics dict and its log_metrics table
+# "  train_runtime            = 0:15:19.02", Lightning, plain loops, the wrappers that print an
+# exit status).
 FINISHED = re.compile(
     r"\b(?:training|train|fit|fitting|run|job|finetuning|fine-tuning|pretraining)\b[^\n]{0,40}?"
     r"\b(?:complete|completed|finished|done|succeeded|ended successfully)\b"
-    r"|Training completed\b|['\"]train_runtime['\"]|`Trainer\.fit` stopped: `max_(?:epochs|steps)=[0-9]+` reached"
+    r"|Training completed\b|['\"]train_runtime['\"]|\btrain_runtime\s+=\s|`Trainer\.fit` stopped: `max_(?:epochs|steps)=[0-9]+` reached"
     r"|\bexit(?:ed with)? (?:status|code):? 0\b"
     r"|\bProcess [0-9]+ exits successfully\b|\bEnd of training\b|\btraining (?:is )?(?:done|over)\b"
     r"|\bstep[: ]\s*([0-9]+)\s*/\s*\1\b(?!.*\b(?:of|/)\s*[0-9])",

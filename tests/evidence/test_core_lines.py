@@ -58,3 +58,15 @@ def test_the_readers_of_lines_agree() -> None:
     pattern = pattern_from_line(WATCHDOG)  # the prefix, glog header and torch's "[Rank 0]" left out
     assert pattern.startswith(r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=\d+")
     assert re.search(pattern, WATCHDOG)
+
+
+def test_the_trainers_words_for_done_and_what_is_not() -> None:
+    from diagnose.evidence.lines import is_finish_line, is_trailer_line, progress_of
+
+    # HF Trainer's log_metrics table at the end of a run (bench/data/real/hf-trainer-deepspeed-gpt2-n4-slurm.log)
+    assert is_finish_line("[INFO|trainer_pt_utils.py:912] 2021-05-25 06:53:45,862 >>   train_runtime            = 0:15:19.02")
+    # wandb's footer, printed after crashes too (bench/data/real/nanochat-wandb-speedrun.log; the run history in
+    # tests/data/shapes/wandb-footer-after-error.log)
+    assert not is_finish_line("wandb: Synced 5 W&B file(s), 0 media file(s), 0 artifact file(s) and 0 other file(s)")
+    assert is_trailer_line("wandb:       step 4") and progress_of("wandb:       step 4") is None
+    assert progress_of("2026-12-07 23:36:04,129 - finetune - INFO - step 4 loss 0.200") is not None
