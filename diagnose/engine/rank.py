@@ -132,8 +132,10 @@ def rank_all(findings: Sequence[Finding], evidence: Evidence, min_severity: str 
     if not any(tier(c.role, c.severity) == 0 for c, _ in pairs):
         # Only lines a rule's own patterns matched: an analyzer may quote the unrecognised error itself.
         recognised = {location for f in findings for location in f.matched}
+        rule_errors = any(Severity(c.severity).at_least(Severity.ERROR) for c, _ in pairs)
         pairs.extend((c, (0, c.evidence[-1].line or 0))
-                     for c in unrecognised_causes(evidence, recognised, gaps, finished=run_state.state == FINISHED))
+                     for c in unrecognised_causes(evidence, recognised, gaps, finished=run_state.state == FINISHED,
+                                                  rule_errors=rule_errors))
     have_root = any(tier(c.role, c.severity) == 0 for c, _ in pairs)
     quoted = frozenset(item.source for c, _ in pairs for item in c.evidence)
     pairs.extend((c, (0, 0)) for c in state_causes(run_state, view, have_root, quoted))
@@ -207,7 +209,7 @@ def _with_explains(cause: Cause, symptoms: tuple[str, ...]) -> Cause:
 
 
 def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = frozenset(),
-                        gaps: list[Gap] | None = None, finished: bool = False) -> list[Cause]:
+                        gaps: list[Gap] | None = None, finished: bool = False, rule_errors: bool = False) -> list[Cause]:
     """The last error per rank/thread of every log, in whatever shape it was printed, as
     low-confidence causes; an exception raised in the user's own code is named as such, with
     its file, line and function (and the DataLoader worker or rank it came from).
@@ -217,7 +219,10 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
     crash nothing explains (e.g. the first rank's own ValueError) is the one reported. A crash
     the run went on after (progress, the trainer's words for done) is a warning at most, and a
     note (info) where the run then `finished` (an earlier launch's error in an appended log). A
-    log that cannot be read again is a gap (into `gaps`).
+    log that cannot be read again is a gap (into `gaps`). A bare error line a log ends on (no
+    crash shape: "ERROR: experiment failed!") is the fallback of a run nothing else explains: with
+    `rule_errors` (a rule found an error of the run, in this log or another: a job script's summary
+    in the .out, the NCCL timeout in the .err) it is that error's echo, not a cause of its own.
     """
     crashes: list[tuple[TextFile, Crash]] = []
     for source in evidence.texts_of(TextKind.LOG):
@@ -229,7 +234,7 @@ def unrecognised_causes(evidence: Evidence, recognised: Set[tuple[str, int]] = f
             continue
         if not found:
             # No crash of any shape the crash finder knows: the error line the log ends on, if any.
-            error = log_error_line(source)
+            error = None if rule_errors else log_error_line(source)
             if error is not None and not any((source.display, line) in recognised for line, _text in error.context):
                 crashes.append((source, _line_crash(source, error)))
             continue

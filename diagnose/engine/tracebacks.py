@@ -62,6 +62,7 @@ _CHAIN = ("During handling of the above exception", "The above exception was the
 # torch's ExceptionWrapper: "Caught KeyError in DataLoader worker process 0."
 _CAUGHT_IN = re.compile(r"^Caught \S{1,200} in (?P<where>.{1,200}?)\.?$")
 _ORIGINAL = "Original Traceback (most recent call last):"
+_BARE_BAR = re.compile(r"\s{0,3}\d{1,3}%\|")  # tqdm's bar with no description, its percentage padded
 # Frames: Python, faulthandler ("line 12 in f", no comma), IPython 8+ ("File /x.py:5, in f(x)",
 # "Cell In[3], line 5"), IPython < 8 ("<ipython-input-3-..> in <module>()", "/x.py in f(a)").
 _PY_FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line (?P<line>\d{1,9}),? in (?P<func>\S{1,300})')
@@ -430,7 +431,9 @@ class _Reader:
         rank = prefix.global_rank
         key: Key = (prefix.host, rank if rank is not None else self.file_rank)
         stripped = body.rstrip()
-        indented = body[:1].isspace()
+        # A bar with no description starts with spaces ("  0%|   | 0/500 [00:00<?, ?image/s]"): a traceback
+        # glued to it opens, it is not a frame line.
+        indented = body[:1].isspace() and not (stripped.endswith(_TB_HEADER) and _BARE_BAR.match(body))
         queue = self.open_tbs.get(key)
         if queue and indented:
             # Frames and code lines go to the newest traceback still open: good enough for

@@ -123,6 +123,24 @@ def test_wandbs_footer_is_not_where_the_run_ended() -> None:
     assert finished.state.state == "finished" and not finished.causes
 
 
+def test_a_bare_error_line_is_no_cause_where_a_rule_found_the_runs_error(tmp_path: Path) -> None:
+    """A job script's own summary at the end of its .out ("ERROR: ... failed!", printed by real bash
+    here) echoes the error a rule found in the .err (the NCCL watchdog of fixtures/nccl-hang-2gpu):
+    it is no second, unrecognised cause that outranks it. Alone, it still is (never silent)."""
+    import subprocess
+
+    out = tmp_path / "job.out"
+    script = 'echo "Training failed for run7"; echo "========"; echo "ERROR: synthesis experiment failed!"; echo "Exit code: 1"'
+    out.write_text(subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60).stdout)
+    err = tmp_path / "job.err"
+    shutil.copy(FIXTURES / "nccl-hang-2gpu" / "logs" / "stderr.log", err)
+    both = diagnose(evidence_from_paths([str(out), str(err)]), RULES).causes
+    assert both and both[0].id.startswith("nccl."), [c.id for c in both]
+    assert not [c for c in both if c.id == UNRECOGNISED_ID and any(i.source.endswith("job.out") for i in c.evidence)]
+    alone = diagnose(evidence_from_paths([str(out)]), RULES).causes
+    assert [c.id for c in alone][:1] == [UNRECOGNISED_ID]
+
+
 # Shapes quoted from public reports (never typed from memory):
 CITED = {
     # https://github.com/huggingface/tokenizers/issues/821 (tokenizers' Rust panic through pyo3, older format)
@@ -187,6 +205,10 @@ def test_a_traceback_glued_to_a_progress_bar_still_opens() -> None:
     assert first.lines[0][1].endswith("Traceback (most recent call last):") and "it/s]" in first.lines[0][1]
     assert first.summary == "OSError: [Errno 5] Input/output error: '/data/shard-00001.bin'"
     assert len(story.every) == 50
+    # A bar with no description starts with spaces: "  0%|   | 0/500 [00:00<?, ?image/s]Traceback ..."
+    (crash,) = find_crashes(SHAPES / "tqdm-bare-bar-traceback.log")
+    assert crash.shape == "python" and crash.summary == "AttributeError: 'Model' object has no attribute 'test'"
+    assert crash.user_frame is not None and crash.user_frame.func == "validate"
 
 
 # ---------------------------------------------------------------- launcher prefixes
