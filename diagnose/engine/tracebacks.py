@@ -56,7 +56,7 @@ _TB_HEADER = "Traceback (most recent call last):"
 _IPYTHON_HEADER = re.compile(r"^(?P<type>[A-Za-z_][\w.]{0,200}?)\s{2,}Traceback \(most recent call last\)$")
 _EXC_TYPE = (r"(?:[A-Za-z_][\w]{0,100}\.){0,12}(?:[A-Z][\w]{0,100}?(?:Error|Exception|Exit|Interrupt|Failure|Timeout|"
              r"Unsupported|Warning|Panic)|KeyboardInterrupt|StopIteration|SystemExit|OutOfMemoryError|ChildFailedError|"
-             r"DistBackendError|CalledProcessError|PanicException)")
+             r"DistBackendError|CalledProcessError|PanicException|BdbQuit)")
 _EXCEPTION = re.compile(rf"^(?P<type>{_EXC_TYPE})(?::\s?(?P<message>.*))?$")
 _CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 # torch's ExceptionWrapper: "Caught KeyError in DataLoader worker process 0."
@@ -108,7 +108,7 @@ _FATAL_WORDS = ("Fatal Python error", "Segmentation fault", "terminate called", 
 # one of _EXC_TYPE's words, and each other shape starts with or holds a fixed text.
 _ASKS = re.compile("|".join(re.escape(word) for word in (
     "Error", "Exception", "Exit", "Interrupt", "Failure", "Timeout", "Unsupported", "Warning", "Panic",
-    "StopIteration", "Traceback (most recent call last)", *_CHAIN, "terminate called", "panicked at ",
+    "StopIteration", "BdbQuit", "Traceback (most recent call last)", *_CHAIN, "terminate called", "panicked at ",
     "panic: ", *_FATAL_WORDS)) + r"|F\d{4,8} \d\d:\d\d:\d\d")  # glog's F1130 03:45:51
 
 

@@ -141,6 +141,16 @@ def test_a_bare_error_line_is_no_cause_where_a_rule_found_the_runs_error(tmp_pat
     assert [c.id for c in alone][:1] == [UNRECOGNISED_ID]
 
 
+@pytest.mark.parametrize(("name", "state"), [("pdb-eof.log", "crashed"), ("pdb-prompt.log", "stopped")])
+def test_a_breakpoint_left_in_the_code_is_named(name: str, state: str) -> None:
+    """pdb.set_trace() in a loop: under nohup it quits (bdb.BdbQuit ends the log: crashed); with
+    stdin held open it waits at "(Pdb) " (the log just stops). Either way the breakpoint is the cause."""
+    diagnosis = diagnose(evidence_from_paths([str(SHAPES / name)]), RULES)
+    assert diagnosis.causes[0].id == "launch.debugger-breakpoint"
+    assert any("pdb_left_in.py(9)<module>()" in item.text for item in diagnosis.causes[0].evidence)
+    assert diagnosis.state == state
+
+
 # Shapes quoted from public reports (never typed from memory):
 CITED = {
     # https://github.com/huggingface/tokenizers/issues/821 (tokenizers' Rust panic through pyo3, older format)
