@@ -6,9 +6,10 @@ exception line indented or pasted without its traceback, a traceback cut before 
 line, a CLI's `Error: No such option`, an absl status (`DEADLINE_EXCEEDED: ...`), Slurm's
 `slurmstepd: error:`, a pydantic validation error, libc++'s `terminating due to uncaught
 exception`, an exception's repr in a message (`Exception in training loop: ZeroDivisionError(...)`),
-the shell failing to run a command, a script's `sys.exit("Training aborted: ...")`. A run whose log ends in one of them did not end well, and the report must say so and
-show the line, even when no rule knows its words. Only a log's last lines count: an error line
-followed by more of the run's output (a retry, an epoch after) is not how the run ended.
+the shell failing to run a command, a script's `sys.exit("Training aborted: ...")`. A run whose
+log ends in one of them did not end well, and the report must say so and show the line, even when
+no rule knows its words. Only a log's last lines count: an error line followed by more of the
+run's output (a retry, an epoch after) is not how the run ended.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from diagnose.evidence import logview
-from diagnose.evidence.lines import is_finish_line, is_trailer_line, progress_of, strip_ansi, strip_prefix
+from diagnose.evidence.lines import is_finish_line, is_own_line, progress_of, strip_ansi, strip_prefix
 from diagnose.evidence.model import TextFile
 
 ERROR_TAIL = 64 * 1024  # bytes of a log's end read for it
@@ -68,7 +69,7 @@ def last_error_line(lines: Sequence[tuple[int, str]]) -> ErrorLine | None:
     The last non-blank lines are read backwards: the first error line met wins, unless a line
     after it says the run went on or finished (progress, the trainer's words for done)."""
     # wandb's footer (run history and summary) comes after whatever ended the run.
-    numbered = [(no, text) for no, text in lines if text.strip() and not is_trailer_line(strip_prefix(text))]
+    numbered = [(no, text) for no, text in lines if is_own_line(text)]
     if not numbered:
         return None
     end = numbered[-LAST_LINES:]

@@ -21,7 +21,7 @@ from diagnose.evidence.facts import rank_heads
 from diagnose.evidence.lines import (
     LogClock,
     is_finish_line,
-    is_trailer_line,
+    is_own_line,
     log_clock,
     log_time,
     progress_of,
@@ -373,7 +373,7 @@ def _log_end(text: str, whole: bool) -> LogEnd:
     the shell's for a command it could not run (a launch that failed, when that is nearly all
     the log holds: `whole`, the text is the whole log)."""
     # wandb's footer comes after whatever ended the run: the run's own last lines are above it.
-    raw = [line.strip() for line in text[-64 * 1024:].splitlines() if line.strip() and not is_trailer_line(strip_prefix(line))]
+    raw = [line.strip() for line in text[-64 * 1024:].splitlines() if is_own_line(line)]
     lines = [strip_prefix(line) for line in raw]
     ending = lines[-END_LINES:]
     # The shell's own line as it wrote it ("python3: can't open file" reads like a pdsh prefix).

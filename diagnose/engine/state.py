@@ -20,7 +20,7 @@ from diagnose.engine.runview import LogEnd, RunView, own_logs
 from diagnose.engine.tracebacks import find_crashes
 from diagnose.evidence import logview
 from diagnose.evidence.facts import LOW_CPU_PCT, busiest
-from diagnose.evidence.lines import is_finish_line, is_trailer_line, strip_ansi, strip_prefix
+from diagnose.evidence.lines import is_finish_line, is_own_line, strip_ansi, strip_prefix
 from diagnose.evidence.model import Evidence, EvidenceItem, ExitRecord, TextKind
 
 NEVER_STARTED = "never-started"
@@ -120,7 +120,7 @@ def _last_lines(evidence: Evidence) -> tuple[EvidenceItem, ...]:
             continue
         lines = strip_ansi(data).decode("utf-8", errors="replace").splitlines()
         # The run's own last lines: wandb's footer, printed at every exit, is not where it stopped.
-        numbered = [(first + i, line) for i, line in enumerate(lines) if line.strip() and not is_trailer_line(strip_prefix(line))]
+        numbered = [(first + i, line) for i, line in enumerate(lines) if is_own_line(line)]
         items.extend(EvidenceItem(text.display, line.rstrip()[:2000], no, None, text.rank, text.host or evidence.run.host)
                      for no, line in numbered[-LAST_LINES:])
     return tuple(items)

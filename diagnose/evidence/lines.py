@@ -373,6 +373,12 @@ def is_trailer_line(body: str) -> bool:
 _TRAILER_START = "wandb:"
 
 
+def is_own_line(line: str) -> bool:
+    """A non-blank line the run printed itself: what the readers of a log's last lines (its
+    error, its words for done, where it stopped) look at, not a library's exit trailer."""
+    return bool(line.strip()) and not is_trailer_line(strip_prefix(line))
+
+
 def progress_of(body: str) -> tuple[str, str] | None:
     """(kind, counter) of a progress line, or None: ("tqdm", "5/20"), ("count", "epoch 0 step 12"), or
     ("loss", the line) for a loss line without a counter. `body` is the line without prefixes."""
